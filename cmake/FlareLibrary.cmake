@@ -1,0 +1,15 @@
+# flare_library(NAME DEPS ...): a static library from every .cpp under src/NAME.
+# Files under a cuda/ subfolder are compiled only when the CUDA toolkit headers were found.
+function(flare_library name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  if(NOT FLARE_HAVE_CUDA)
+    list(FILTER sources EXCLUDE REGEX "/cuda/")
+  endif()
+  if(NOT sources)
+    set(sources ${PROJECT_SOURCE_DIR}/cmake/empty.cpp)
+  endif()
+  add_library(flare_${name} STATIC ${sources})
+  target_include_directories(flare_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR}/generated)
+  target_link_libraries(flare_${name} PUBLIC ${ARG_DEPS})
+endfunction()

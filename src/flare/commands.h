@@ -1,0 +1,4 @@
+#pragma once
+namespace flare::cli {
+int main(int argc, char** argv);
+}

@@ -1,0 +1,4 @@
+#pragma once
+namespace flare::ignition {
+int main(int argc, char** argv);
+}
