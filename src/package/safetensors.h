@@ -20,6 +20,11 @@ enum class DType { bool_, u8, i8, u16, i16, f16, bf16, u32, i32, f32, u64, i64, 
 
 std::string_view dtype_name(DType dtype);      // "BF16", ...
 std::size_t dtype_size_bytes(DType dtype);
+bool dtype_from_name(std::string_view name, DType* dtype);  // false for an unknown name
+
+// Largest accepted JSON header. Real headers are a few MB at most; the cap keeps a hostile
+// length from reserving memory.
+inline constexpr std::uint64_t kSafetensorsMaxHeaderBytes = 100ull << 20;
 
 struct TensorInfo {
   std::string name;
@@ -53,6 +58,7 @@ class SafetensorsFile {
   TensorView tensor(std::string_view name) const;                     // throws if absent
   std::span<const std::byte> data() const;                            // the whole data section
   std::uint64_t header_size_bytes() const { return header_size_; }
+  std::uint64_t data_offset_bytes() const { return 8 + header_size_; }  // file offset of data()
   std::uint64_t file_size_bytes() const { return file_size_; }
 
  private:
@@ -62,7 +68,7 @@ class SafetensorsFile {
   std::uint64_t file_size_ = 0;
   std::uint64_t header_size_ = 0;
   std::vector<TensorInfo> tensors_;
-  std::map<std::string, std::string, std::less<>> index_;  // name -> position in tensors_
+  std::map<std::string, std::size_t, std::less<>> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;
 };
 
