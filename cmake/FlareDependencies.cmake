@@ -29,7 +29,7 @@ find_program(FLARE_PROTOC protoc REQUIRED)
 
 # fmt in header-only mode: Debian ships only the shared library, which a GPU host may lack.
 add_library(flare_deps_common INTERFACE)
-target_include_directories(flare_deps_common SYSTEM INTERFACE
+target_include_directories(flare_deps_common SYSTEM INTERFACE ${FLARE_CLI11_INCLUDE}
   ${FLARE_FMT_INCLUDE} ${FLARE_JSON_INCLUDE} ${FLARE_TOMLPP_INCLUDE})
 target_compile_definitions(flare_deps_common INTERFACE FMT_HEADER_ONLY=1 TOML_EXCEPTIONS=1)
 target_link_libraries(flare_deps_common INTERFACE ${FLARE_LIB_CRYPTO} Threads::Threads ${CMAKE_DL_LIBS})

@@ -1,5 +1,14 @@
+// The `ignition` command line: preparation of checkpoints into signed packages. Each command
+// lives in its own file in this folder and registers itself here.
 #include "ignition/commands.h"
-#include <cstdio>
+
+#include "common/cli.h"
+
 namespace flare::ignition {
-int main(int, char**) { std::puts("ignition: under construction"); return 0; }
+
+int main(int argc, char** argv) {
+  auto app = make_app("ignition", "Ignition: prepare Hugging Face checkpoints into signed Flare packages.");
+  return run_cli(*app, argc, argv);
 }
+
+}  // namespace flare::ignition
