@@ -1,0 +1,69 @@
+// The BPE model of tokenizer.json ("model": {"type": "BPE"}): vocabulary, merges with ranks,
+// byte fallback, unk/fuse_unk, ignore_merges, and a word cache. A word is merged by repeatedly
+// applying the lowest-ranked adjacent pair (leftmost on ties), exactly as the tokenizers library.
+//
+// Symbols: for a byte-level tokenizer the vocabulary is converted at load from the GPT-2
+// alphabet to raw bytes, and a word's initial symbols are its bytes; otherwise the initial
+// symbols are the word's UTF-8 characters. Built once; encode() is const and thread-safe (the
+// cache is sharded behind mutexes).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace flare::text {
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+class BpeModel {
+ public:
+  // `byte_level`: the pre-tokenizer hands raw bytes and the vocabulary uses the GPT-2 alphabet.
+  BpeModel(const nlohmann::json& model, bool byte_level);
+  ~BpeModel();
+
+  // Appends the ids of one pre-tokenized piece to `out`.
+  void encode(std::string_view piece, std::vector<int32_t>& out) const;
+
+  // The vocabulary in its tokenizer.json form (index = id; empty for ids the model lacks).
+  const std::vector<std::string>& tokens() const { return tokens_; }
+  std::optional<int32_t> unk_id() const { return unk_id_; }
+  bool byte_level() const { return byte_level_; }
+  // The raw bytes a token stands for in a byte-level vocabulary (empty when not byte-level).
+  const std::string& token_bytes(int32_t id) const { return token_bytes_[static_cast<size_t>(id)]; }
+
+ private:
+  struct MergeTable;
+  class Cache;
+  void merge_word(std::string_view word, std::vector<int32_t>& out) const;
+  void merge_symbols(std::vector<int32_t>& ids, std::vector<uint32_t>& ends) const;
+  void merge_symbols_heap(std::vector<int32_t>& ids, std::vector<uint32_t>& ends) const;
+  void emit_unknown(std::string_view bytes, std::vector<int32_t>& out) const;
+
+  bool byte_level_ = false;
+  bool ignore_merges_ = false;
+  bool byte_fallback_ = false;
+  bool fuse_unk_ = false;
+  std::optional<int32_t> unk_id_;
+  std::vector<std::string> tokens_;       // id -> token as written in tokenizer.json
+  std::vector<std::string> token_bytes_;  // id -> raw bytes (byte-level only)
+  StringIdMap symbol_ids_;                // token in the model's symbol domain -> id
+  std::array<int32_t, 256> byte_ids_{};   // byte-level: id of each single byte (-1 if none)
+  std::array<int32_t, 256> fallback_ids_{};  // byte_fallback: id of "<0xNN>" (-1 if none)
+  std::unique_ptr<MergeTable> merges_;
+  std::unique_ptr<Cache> cache_;
+};
+
+}  // namespace flare::text
