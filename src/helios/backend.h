@@ -1,0 +1,127 @@
+// The backend interface (DESIGN.md section 6): device memory, copies, the operations a dense decoder
+// layer needs, and the step context they read. Model families (src/model) write their forward pass
+// once against this interface; the CPU backend (cpu/) and the CUDA backend (cuda/) implement it.
+//
+// Contract, chosen so that a CUDA backend can capture a step into a graph and replay it:
+// - Every operation is enqueued on the backend's one stream (implied) and may run asynchronously;
+//   download() and synchronize() are the only points where the host waits.
+// - Tensors are views of device memory (Buffer); operations never allocate.
+// - Per-step inputs (tokens, positions, block tables, logits rows) live in device buffers that
+//   begin_step() fills; operations read them from there, so a replay changes only those buffers.
+// Activation tensors are F32 on the CPU backend (BF16 on CUDA); weights are BF16 (norm weights and
+// biases F32); logits are always F32. Thread ownership: one engine thread per device owns a Backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "helios/dtype.h"
+#include "helios/step.h"
+
+namespace flare::helios {
+
+// A block of device memory owned by a backend.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* data() const = 0;  // device address (a host address on the CPU backend)
+  virtual std::size_t size_bytes() const = 0;
+};
+
+// A 2-D row-major view: rows x cols elements, `stride` elements between row starts (>= cols).
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t stride = 0;
+
+  static Tensor of(const Buffer& buffer, DType dtype, std::int64_t rows, std::int64_t cols);
+  std::size_t size_bytes() const { return std::size_t(rows * stride) * dtype_size_bytes(dtype); }
+  bool empty() const { return data == nullptr; }
+  Tensor slice_cols(std::int64_t begin, std::int64_t n) const;  // a column range, same rows
+  Tensor slice_rows(std::int64_t begin, std::int64_t n) const;
+};
+
+// Paged KV storage for every layer: [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][head_dim].
+struct KvCacheLayout {
+  std::int32_t n_layers = 0;
+  std::int32_t n_pages = 0;
+  std::int32_t page_size_tokens = 0;
+  std::int32_t n_kv_heads = 0;
+  std::int32_t head_dim = 0;
+  DType dtype = DType::bf16;  // bf16, f8_e4m3 (per-tensor scale 1), or f32 (CPU reference checks)
+
+  std::size_t page_bytes() const;  // one layer's K and V for one page
+  std::size_t size_bytes() const { return page_bytes() * std::size_t(n_pages) * std::size_t(n_layers); }
+};
+
+struct KvCache {
+  KvCacheLayout layout;
+  std::unique_ptr<Buffer> storage;
+};
+
+struct PageCopy {
+  std::int32_t src_page = 0;
+  std::int32_t dst_page = 0;
+};
+
+// Rotary embedding of one step: inverse frequencies per row (dynamic scaling changes them with
+// the sequence length) or one row shared by all, times an attention factor (YaRN).
+struct RotaryParams {
+  Tensor inv_freq;  // [1 or n_rows, rotary_dim / 2] f32
+  float attention_factor = 1.0f;
+};
+
+struct AttentionParams {
+  std::int32_t layer = 0;
+  std::int32_t n_heads = 0;
+  std::int32_t n_kv_heads = 0;
+  std::int32_t head_dim = 0;
+  float scale = 1.0f;                // softmax scale, usually 1/sqrt(head_dim)
+  std::int32_t sliding_window = 0;   // 0: full causal; W: a token sees the last W positions
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual DType activation_dtype() const = 0;
+
+  // Memory and copies.
+  virtual std::unique_ptr<Buffer> allocate(std::size_t size_bytes) = 0;
+  virtual void upload(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) = 0;
+  virtual void download(const Buffer& src, std::size_t offset_bytes, void* dst, std::size_t size_bytes) = 0;
+  virtual void synchronize() = 0;
+  KvCache allocate_kv_cache(const KvCacheLayout& layout);
+  virtual void kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies) = 0;
+
+  // Uploads the step descriptor (validated against `cache`); the operations below read it.
+  virtual void begin_step(const Step& step, const KvCache& cache) = 0;
+
+  // out[t] = table[token t]                      table [vocab, hidden], out [n_tokens, hidden]
+  virtual void embedding(const Tensor& table, Tensor out) = 0;
+  // With residual: residual += x, then out = rms_norm(residual) * weight; without: out = rms_norm(x) * weight.
+  virtual void rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) = 0;
+  // In place, per head of head_dim elements: x = rms_norm(x) * weight[head_dim]  (Qwen3 q/k norm).
+  virtual void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) = 0;
+  // out = x @ weight^T (+ bias): x [m, k] activations, weight [n, k] bf16, bias [1, n] f32, out [m, n].
+  virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) = 0;
+  // Rotates q [n_tokens, n_heads*head_dim] and k [n_tokens, n_kv_heads*head_dim] in place
+  // (non-interleaved halves, as HF's rotate_half) at the step's token positions.
+  virtual void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) = 0;
+  // Writes this step's k and v [n_tokens, n_kv_heads*head_dim] into the layer's pages.
+  virtual void kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) = 0;
+  // Causal attention of q [n_tokens, n_heads*head_dim] over each row's cached positions
+  // [0, position] (or the sliding window), GQA by n_heads / n_kv_heads; out like q.
+  virtual void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) = 0;
+  // out = silu(gate) * up, gate_up [n_tokens, 2*inter] (gate first), out [n_tokens, inter].
+  virtual void swiglu(const Tensor& gate_up, Tensor out) = 0;
+  // out[i] = x[i-th token whose logits the step wants], out [n_logit_rows, cols].
+  virtual void gather_logit_rows(const Tensor& x, Tensor out) = 0;
+};
+
+}  // namespace flare::helios

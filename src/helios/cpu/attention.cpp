@@ -1,0 +1,131 @@
+// Paged attention on the CPU: KV stores into pages and causal (optionally sliding-window)
+// attention with GQA, one online-softmax pass per (token, head), threaded over tokens x heads.
+// KV elements are converted from the page dtype (BF16, FP8 E4M3 or F32) as they are read.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+#include "helios/cpu/cpu_backend.h"
+
+namespace flare::helios::cpu {
+namespace {
+
+struct PageAddress {
+  const KvCacheLayout& l;
+  char* base;
+  std::size_t element_bytes() const { return dtype_size_bytes(l.dtype); }
+  // Byte address of K (which=0) or V (which=1) for one layer, page, slot and kv head.
+  char* at(std::int32_t layer, std::int32_t page, std::int32_t which, std::int32_t slot, std::int32_t head) const {
+    const std::size_t page_bytes = l.page_bytes();
+    const std::size_t half = std::size_t(l.page_size_tokens) * std::size_t(l.n_kv_heads) * std::size_t(l.head_dim);
+    const std::size_t element = std::size_t(which) * half +
+                                (std::size_t(slot) * std::size_t(l.n_kv_heads) + std::size_t(head)) * std::size_t(l.head_dim);
+    return base + (std::size_t(layer) * std::size_t(l.n_pages) + std::size_t(page)) * page_bytes + element * element_bytes();
+  }
+};
+
+void store_row(DType dtype, const float* src, char* dst, std::int32_t n) {
+  switch (dtype) {
+    case DType::f32: std::copy(src, src + n, reinterpret_cast<float*>(dst)); break;
+    case DType::bf16:
+      for (std::int32_t i = 0; i < n; ++i) reinterpret_cast<std::uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
+      break;
+    case DType::f8_e4m3:
+      for (std::int32_t i = 0; i < n; ++i) reinterpret_cast<std::uint8_t*>(dst)[i] = f32_to_f8_e4m3(src[i]);
+      break;
+    default: fail(ExitCode::failure, "internal: KV dtype {}", dtype_name(dtype));
+  }
+}
+
+void load_row(DType dtype, const char* src, float* dst, std::int32_t n) {
+  switch (dtype) {
+    case DType::f32: std::copy_n(reinterpret_cast<const float*>(src), n, dst); break;
+    case DType::bf16:
+      for (std::int32_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(reinterpret_cast<const std::uint16_t*>(src)[i]);
+      break;
+    case DType::f8_e4m3:
+      for (std::int32_t i = 0; i < n; ++i) dst[i] = f8_e4m3_to_f32(reinterpret_cast<const std::uint8_t*>(src)[i]);
+      break;
+    default: fail(ExitCode::failure, "internal: KV dtype {}", dtype_name(dtype));
+  }
+}
+
+std::int32_t page_of(const StepContext& ctx, std::int32_t row, std::int32_t position, std::int32_t page_size) {
+  const StepRow& r = ctx.step.rows[std::size_t(row)];
+  return ctx.step.block_tables[std::size_t(r.first_block + position / page_size)];
+}
+
+}  // namespace
+
+void cpu_kv_store(ThreadPool& pool, const StepContext& ctx, KvCache& cache, std::int32_t layer, const Tensor& k,
+                  const Tensor& v) {
+  const KvCacheLayout& l = cache.layout;
+  if (k.cols != std::int64_t(l.n_kv_heads) * l.head_dim) fail(ExitCode::failure, "internal: kv_store width {}", k.cols);
+  PageAddress address{l, static_cast<char*>(cache.storage->data())};
+  pool.parallel_for(k.rows, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int32_t row = ctx.token_row[std::size_t(t)];
+      const std::int32_t position = ctx.token_position[std::size_t(t)];
+      const std::int32_t page = page_of(ctx, row, position, l.page_size_tokens);
+      const std::int32_t slot = position % l.page_size_tokens;
+      for (std::int32_t h = 0; h < l.n_kv_heads; ++h) {
+        const float* ks = static_cast<const float*>(k.data) + t * k.stride + h * l.head_dim;
+        const float* vs = static_cast<const float*>(v.data) + t * v.stride + h * l.head_dim;
+        store_row(l.dtype, ks, address.at(layer, page, 0, slot, h), l.head_dim);
+        store_row(l.dtype, vs, address.at(layer, page, 1, slot, h), l.head_dim);
+      }
+    }
+  });
+}
+
+void cpu_attention(ThreadPool& pool, const StepContext& ctx, const KvCache& cache, const Tensor& q,
+                   const AttentionParams& p, Tensor out) {
+  const KvCacheLayout& l = cache.layout;
+  if (p.n_kv_heads != l.n_kv_heads || p.head_dim != l.head_dim || p.n_heads % p.n_kv_heads != 0) {
+    fail(ExitCode::failure, "internal: attention heads {}/{} x {} against cache {} x {}", p.n_heads, p.n_kv_heads,
+         p.head_dim, l.n_kv_heads, l.head_dim);
+  }
+  const std::int32_t group = p.n_heads / p.n_kv_heads;
+  const std::int32_t d = p.head_dim;
+  PageAddress address{l, static_cast<char*>(cache.storage->data())};
+  pool.parallel_for(q.rows * p.n_heads, [&](std::int64_t b, std::int64_t e) {
+    const auto n_d = static_cast<std::size_t>(d);
+    std::vector<float> kbuf(n_d), vbuf(n_d), acc(n_d);
+    for (std::int64_t item = b; item < e; ++item) {
+      const std::int64_t t = item / p.n_heads;
+      const std::int32_t h = std::int32_t(item % p.n_heads);
+      const std::int32_t kv_head = h / group;
+      const std::int32_t row = ctx.token_row[std::size_t(t)];
+      const std::int32_t position = ctx.token_position[std::size_t(t)];
+      const std::int32_t first = p.sliding_window > 0 ? std::max(0, position - p.sliding_window + 1) : 0;
+      const float* qv = static_cast<const float*>(q.data) + t * q.stride + std::int64_t(h) * d;
+      float max_score = -std::numeric_limits<float>::infinity();
+      double denominator = 0.0;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (std::int32_t j = first; j <= position; ++j) {
+        const std::int32_t page = page_of(ctx, row, j, l.page_size_tokens);
+        const std::int32_t slot = j % l.page_size_tokens;
+        load_row(l.dtype, address.at(p.layer, page, 0, slot, kv_head), kbuf.data(), d);
+        float score = 0.0f;
+        for (std::int32_t c = 0; c < d; ++c) score += qv[c] * kbuf[std::size_t(c)];
+        score *= p.scale;
+        if (score > max_score) {  // rescale what was accumulated under the old maximum
+          const float correction = std::exp(max_score - score);
+          denominator *= correction;
+          for (float& a : acc) a *= correction;
+          max_score = score;
+        }
+        const float weight = std::exp(score - max_score);
+        denominator += weight;
+        load_row(l.dtype, address.at(p.layer, page, 1, slot, kv_head), vbuf.data(), d);
+        for (std::int32_t c = 0; c < d; ++c) acc[std::size_t(c)] += weight * vbuf[std::size_t(c)];
+      }
+      float* dst = static_cast<float*>(out.data) + t * out.stride + std::int64_t(h) * d;
+      const float inv = float(1.0 / denominator);
+      for (std::int32_t c = 0; c < d; ++c) dst[c] = acc[std::size_t(c)] * inv;
+    }
+  });
+}
+
+}  // namespace flare::helios::cpu

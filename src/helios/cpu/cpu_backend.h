@@ -1,0 +1,58 @@
+// The CPU backend: the reference implementation of the backend interface (backend.h). Host memory
+// is "device" memory, operations run synchronously on a fork-join thread pool (all cores by
+// default), activations are F32, weights BF16 with FP32 accumulation, KV pages BF16, FP8 E4M3 or F32.
+// It runs every model the CUDA backend runs and is what the CUDA backend's results are checked against.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "helios/backend.h"
+#include "helios/cpu/thread_pool.h"
+
+namespace flare::helios::cpu {
+
+// begin_step's expansion of the step descriptor, per token and per row.
+struct StepContext {
+  Step step;
+  std::vector<std::int32_t> token_row;       // [n_tokens] row of each token
+  std::vector<std::int32_t> token_position;  // [n_tokens]
+  std::vector<std::int32_t> logit_tokens;    // [n_logit_rows] token index of each logits row
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads = 0);  // 0: one thread per hardware thread
+  std::string_view name() const override { return "cpu"; }
+  DType activation_dtype() const override { return DType::f32; }
+  int n_threads() const { return pool_.n_threads(); }
+
+  std::unique_ptr<Buffer> allocate(std::size_t size_bytes) override;
+  void upload(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) override;
+  void download(const Buffer& src, std::size_t offset_bytes, void* dst, std::size_t size_bytes) override;
+  void synchronize() override {}
+  void kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies) override;
+
+  void begin_step(const Step& step, const KvCache& cache) override;
+  void embedding(const Tensor& table, Tensor out) override;
+  void rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) override;
+  void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) override;
+  void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) override;
+  void kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) override;
+  void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) override;
+  void swiglu(const Tensor& gate_up, Tensor out) override;
+  void gather_logit_rows(const Tensor& x, Tensor out) override;
+
+ private:
+  ThreadPool pool_;
+  StepContext ctx_;
+};
+
+// Paged attention and KV stores (cpu/attention.cpp).
+void cpu_kv_store(ThreadPool& pool, const StepContext& ctx, KvCache& cache, std::int32_t layer, const Tensor& k,
+                  const Tensor& v);
+void cpu_attention(ThreadPool& pool, const StepContext& ctx, const KvCache& cache, const Tensor& q,
+                   const AttentionParams& params, Tensor out);
+
+}  // namespace flare::helios::cpu

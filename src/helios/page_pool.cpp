@@ -1,0 +1,112 @@
+// Page pool and block tables (see page_pool.h).
+#include "helios/page_pool.h"
+
+#include <utility>
+
+#include "common/error.h"
+
+namespace flare::helios {
+
+PagePool::PagePool(std::int32_t n_pages) {
+  if (n_pages < 1) fail_usage("page pool needs at least one page, got {}", n_pages);
+  ref_counts_.assign(std::size_t(n_pages), 0);
+  free_.reserve(std::size_t(n_pages));
+  for (std::int32_t page = n_pages - 1; page >= 0; --page) free_.push_back(page);
+}
+
+void PagePool::check(std::int32_t page) const {
+  if (page < 0 || page >= n_pages()) fail(ExitCode::failure, "internal: page {} outside the pool", page);
+  if (ref_counts_[std::size_t(page)] <= 0) fail(ExitCode::failure, "internal: page {} is not allocated", page);
+}
+
+std::int32_t PagePool::ref_count(std::int32_t page) const {
+  if (page < 0 || page >= n_pages()) return 0;
+  return ref_counts_[std::size_t(page)];
+}
+
+std::int32_t PagePool::allocate() {
+  if (free_.empty()) return -1;
+  const std::int32_t page = free_.back();
+  free_.pop_back();
+  ref_counts_[std::size_t(page)] = 1;
+  return page;
+}
+
+void PagePool::retain(std::int32_t page) {
+  check(page);
+  ++ref_counts_[std::size_t(page)];
+}
+
+void PagePool::release(std::int32_t page) {
+  check(page);
+  if (--ref_counts_[std::size_t(page)] == 0) free_.push_back(page);
+}
+
+SequencePages::SequencePages(PagePool& pool, std::int32_t page_size_tokens)
+    : pool_(&pool), page_size_(page_size_tokens) {
+  if (page_size_tokens < 1) fail_usage("page size must be at least one token");
+}
+
+SequencePages::SequencePages(SequencePages&& other) noexcept
+    : pool_(other.pool_), page_size_(other.page_size_), n_tokens_(other.n_tokens_),
+      pages_(std::move(other.pages_)) {
+  other.n_tokens_ = 0;
+  other.pages_.clear();
+}
+
+SequencePages& SequencePages::operator=(SequencePages&& other) noexcept {
+  if (this != &other) {
+    free();
+    pool_ = other.pool_;
+    page_size_ = other.page_size_;
+    n_tokens_ = std::exchange(other.n_tokens_, 0);
+    pages_ = std::move(other.pages_);
+    other.pages_.clear();
+  }
+  return *this;
+}
+
+bool SequencePages::append(std::int32_t n, std::vector<PageCopy>& copies) {
+  if (n < 0) fail(ExitCode::failure, "internal: append of {} tokens", n);
+  if (n == 0) return true;
+  const std::int64_t n_after = std::int64_t(n_tokens_) + n;
+  const std::int64_t n_pages_after = (n_after + page_size_ - 1) / page_size_;
+  const std::int64_t n_new = n_pages_after - std::int64_t(pages_.size());
+  const bool partial_shared = n_tokens_ % page_size_ != 0 && pool_->ref_count(pages_.back()) > 1;
+  if (n_new + (partial_shared ? 1 : 0) > pool_->n_free()) return false;
+  if (partial_shared) {  // copy-on-write: this sequence writes into its last page
+    const std::int32_t copy = pool_->allocate();
+    copies.push_back({pages_.back(), copy});
+    pool_->release(pages_.back());
+    pages_.back() = copy;
+  }
+  for (std::int64_t i = 0; i < n_new; ++i) pages_.push_back(pool_->allocate());
+  n_tokens_ = std::int32_t(n_after);
+  return true;
+}
+
+void SequencePages::truncate(std::int32_t n_tokens) {
+  if (n_tokens < 0 || n_tokens > n_tokens_) fail(ExitCode::failure, "internal: truncate to {}", n_tokens);
+  const std::size_t n_pages = std::size_t((n_tokens + page_size_ - 1) / page_size_);
+  while (pages_.size() > n_pages) {
+    pool_->release(pages_.back());
+    pages_.pop_back();
+  }
+  n_tokens_ = n_tokens;
+}
+
+SequencePages SequencePages::fork() const {
+  SequencePages out(*pool_, page_size_);
+  for (std::int32_t page : pages_) pool_->retain(page);
+  out.pages_ = pages_;
+  out.n_tokens_ = n_tokens_;
+  return out;
+}
+
+void SequencePages::free() {
+  for (std::int32_t page : pages_) pool_->release(page);
+  pages_.clear();
+  n_tokens_ = 0;
+}
+
+}  // namespace flare::helios

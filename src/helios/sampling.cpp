@@ -1,0 +1,167 @@
+// Reference sampler (see sampling.h for the semantics).
+#include "helios/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace flare::helios {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Raw log-softmax pieces: max and log-sum-exp.
+double log_sum_exp(std::span<const float> logits, float max_logit) {
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(double(x) - max_logit);
+  return double(max_logit) + std::log(sum);
+}
+
+void apply_penalties(std::vector<float>& logits, const SamplingParams& params, const TokenHistory& history) {
+  const auto vocab = std::int32_t(logits.size());
+  for (const auto& [token, bias] : params.logit_bias) logits[std::size_t(token)] += bias;
+  if (params.repetition_penalty != 1.0f) {
+    std::vector<bool> seen(logits.size(), false);
+    for (auto tokens : {history.prompt, history.output}) {
+      for (std::int32_t t : tokens) {
+        if (t >= 0 && t < vocab) seen[std::size_t(t)] = true;
+      }
+    }
+    for (std::size_t t = 0; t < logits.size(); ++t) {
+      if (!seen[t]) continue;
+      logits[t] = logits[t] > 0 ? logits[t] / params.repetition_penalty : logits[t] * params.repetition_penalty;
+    }
+  }
+  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
+    std::unordered_map<std::int32_t, std::int32_t> counts;
+    for (std::int32_t t : history.output) {
+      if (t >= 0 && t < vocab) ++counts[t];
+    }
+    for (const auto& [t, count] : counts) {
+      logits[std::size_t(t)] -= params.frequency_penalty * float(count) + params.presence_penalty;
+    }
+  }
+}
+
+std::int32_t argmax(std::span<const float> logits) {
+  return std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// Draws from the processed logits with temperature, top-k, top-p and min-p.
+std::int32_t draw(const std::vector<float>& logits, const SamplingParams& params, double uniform) {
+  std::vector<std::int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::size_t n_keep = logits.size();
+  if (params.top_k > 0 && std::size_t(params.top_k) < n_keep) n_keep = std::size_t(params.top_k);
+  // Stable order (ties by token id) so the draw does not depend on the sort implementation.
+  auto better = [&](std::int32_t a, std::int32_t b) {
+    return logits[std::size_t(a)] > logits[std::size_t(b)] || (logits[std::size_t(a)] == logits[std::size_t(b)] && a < b);
+  };
+  if (n_keep < order.size()) {
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(n_keep), order.end(), better);
+    order.resize(n_keep);
+  } else {
+    std::sort(order.begin(), order.end(), better);
+  }
+  const double max_scaled = double(logits[std::size_t(order[0])]) / params.temperature;
+  std::vector<double> probs(order.size());
+  double total = 0.0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    probs[i] = std::exp(double(logits[std::size_t(order[i])]) / params.temperature - max_scaled);
+    total += probs[i];
+  }
+  std::size_t n = order.size();
+  if (params.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p (at least one token)
+    double mass = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      mass += probs[i] / total;
+      if (mass >= params.top_p) {
+        n = i + 1;
+        break;
+      }
+    }
+  }
+  if (params.min_p > 0.0f) {  // tokens below min_p times the top probability are dropped
+    const double threshold = params.min_p * probs[0];
+    std::size_t keep = 1;
+    while (keep < n && probs[keep] >= threshold) ++keep;
+    n = keep;
+  }
+  double kept = 0.0;
+  for (std::size_t i = 0; i < n; ++i) kept += probs[i];
+  double target = uniform * kept;
+  for (std::size_t i = 0; i < n; ++i) {
+    target -= probs[i];
+    if (target < 0.0) return order[i];
+  }
+  return order[n - 1];
+}
+
+}  // namespace
+
+double sampling_uniform(std::uint64_t seed, std::uint64_t output_index) {
+  const std::uint64_t bits = splitmix64(splitmix64(seed) ^ (output_index * 0xd1b54a32d192ed03ull));
+  return double(bits >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
+}
+
+void sampling_params_validate(const SamplingParams& params, std::int32_t vocab_size) {
+  if (!(params.temperature >= 0.0f) || !std::isfinite(params.temperature)) {
+    fail_usage("temperature must be a finite number >= 0, got {}", params.temperature);
+  }
+  if (params.top_k < 0) fail_usage("top_k must be >= 0, got {}", params.top_k);
+  if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) fail_usage("top_p must be in (0, 1], got {}", params.top_p);
+  if (!(params.min_p >= 0.0f && params.min_p <= 1.0f)) fail_usage("min_p must be in [0, 1], got {}", params.min_p);
+  if (!(params.repetition_penalty > 0.0f) || !std::isfinite(params.repetition_penalty)) {
+    fail_usage("repetition_penalty must be > 0, got {}", params.repetition_penalty);
+  }
+  if (!std::isfinite(params.presence_penalty) || !std::isfinite(params.frequency_penalty)) {
+    fail_usage("presence and frequency penalties must be finite");
+  }
+  if (params.n_top_logprobs < 0 || params.n_top_logprobs > vocab_size) {
+    fail_usage("top logprobs must be in 0..{}, got {}", vocab_size, params.n_top_logprobs);
+  }
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token < 0 || token >= vocab_size) fail_usage("logit_bias token {} outside the vocabulary 0..{}", token, vocab_size - 1);
+    if (std::isnan(bias)) fail_usage("logit_bias for token {} is not a number", token);
+  }
+}
+
+SampledToken sample_token(std::span<const float> logits, const SamplingParams& params,
+                          const TokenHistory& history, std::uint64_t output_index) {
+  if (logits.empty()) fail(ExitCode::failure, "internal: sampling from empty logits");
+  sampling_params_validate(params, std::int32_t(logits.size()));
+  std::vector<float> processed(logits.begin(), logits.end());
+  apply_penalties(processed, params, history);
+  SampledToken out;
+  if (params.temperature == 0.0f) {
+    out.token = argmax(processed);
+  } else {
+    out.token = draw(processed, params, sampling_uniform(params.seed, output_index));
+  }
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  const double lse = log_sum_exp(logits, max_logit);
+  out.logprob = float(double(logits[std::size_t(out.token)]) - lse);
+  if (params.n_top_logprobs > 0) {
+    std::vector<std::int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    const auto n = std::size_t(params.n_top_logprobs);
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(n), order.end(), [&](std::int32_t a, std::int32_t b) {
+      return logits[std::size_t(a)] > logits[std::size_t(b)] || (logits[std::size_t(a)] == logits[std::size_t(b)] && a < b);
+    });
+    for (std::size_t i = 0; i < n; ++i) {
+      out.top_logprobs.emplace_back(order[i], float(double(logits[std::size_t(order[i])]) - lse));
+    }
+  }
+  return out;
+}
+
+}  // namespace flare::helios

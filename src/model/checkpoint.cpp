@@ -1,0 +1,153 @@
+// Checkpoint directory reader (see checkpoint.h).
+#include "model/checkpoint.h"
+
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "helios/dtype.h"
+
+namespace flare::model {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// Shard names from the index must be plain file names inside the directory.
+void check_shard_name(const std::filesystem::path& index, const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos || name.find('\\') != std::string::npos ||
+      name == "." || name == ".." || name.find('\0') != std::string::npos) {
+    fail(ExitCode::preparation, "{}: shard name \"{}\" is not a file name in the checkpoint directory", index.string(), name);
+  }
+}
+
+std::map<std::string, std::string> read_index(const std::filesystem::path& index) {
+  std::ifstream in(index, std::ios::binary);
+  if (!in) fail(ExitCode::preparation, "{}: cannot be read", index.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    fail(ExitCode::preparation, "{}: not valid JSON: {}", index.string(), e.what());
+  }
+  if (!json.is_object() || !json.contains("weight_map") || !json.at("weight_map").is_object()) {
+    fail(ExitCode::preparation, "{}: `weight_map` is missing or not an object", index.string());
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [name, file] : json.at("weight_map").items()) {
+    if (!file.is_string()) fail(ExitCode::preparation, "{}: weight_map entry for `{}` is not a file name", index.string(), name);
+    check_shard_name(index, file.get<std::string>());
+    out[name] = file.get<std::string>();
+  }
+  if (out.empty()) fail(ExitCode::preparation, "{}: `weight_map` lists no tensors", index.string());
+  return out;
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
+  Checkpoint ckpt;
+  ckpt.dir_ = dir;
+  const auto index = dir / "model.safetensors.index.json";
+  const auto single = dir / "model.safetensors";
+  if (std::filesystem::exists(index)) {
+    const auto weight_map = read_index(index);
+    std::map<std::string, std::size_t> file_ids;
+    for (const auto& [name, file] : weight_map) {
+      auto [it, inserted] = file_ids.emplace(file, ckpt.files_.size());
+      if (inserted) {
+        if (!std::filesystem::exists(dir / file)) {
+          fail(ExitCode::preparation, "{}: shard {} (holding `{}`) does not exist", index.string(), file, name);
+        }
+        ckpt.files_.push_back(package::SafetensorsFile::open(dir / file));
+      }
+      if (!ckpt.files_[it->second]->find(name)) {
+        fail(ExitCode::preparation, "{}: tensor `{}` is listed in {} but that file does not hold it", index.string(), name,
+             file);
+      }
+      ckpt.locations_[name] = it->second;
+    }
+  } else if (std::filesystem::exists(single)) {
+    ckpt.files_.push_back(package::SafetensorsFile::open(single));
+    for (const auto& info : ckpt.files_[0]->tensors()) ckpt.locations_[info.name] = 0;
+  } else {
+    fail(ExitCode::preparation, "{}: no model.safetensors or model.safetensors.index.json", dir.string());
+  }
+  return ckpt;
+}
+
+std::vector<std::string> Checkpoint::tensor_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, file] : locations_) out.push_back(name);
+  return out;
+}
+
+const package::TensorInfo& Checkpoint::expect(const std::string& name, const std::vector<std::int64_t>& shape) const {
+  auto it = locations_.find(name);
+  if (it == locations_.end()) fail(ExitCode::preparation, "checkpoint {}: tensor `{}` is missing", dir_.string(), name);
+  const package::TensorInfo* info = files_[it->second]->find(name);
+  if (info->shape != shape) {
+    fail(ExitCode::preparation, "checkpoint {}: tensor `{}` has shape {}, expected {}", dir_.string(), name,
+         shape_text(info->shape), shape_text(shape));
+  }
+  using package::DType;
+  if (info->dtype != DType::bf16 && info->dtype != DType::f16 && info->dtype != DType::f32) {
+    fail(ExitCode::preparation, "checkpoint {}: tensor `{}` has dtype {} (supported: BF16, F16, F32)", dir_.string(),
+         name, package::dtype_name(info->dtype));
+  }
+  return *info;
+}
+
+package::TensorView Checkpoint::view(const std::string& name, const std::vector<std::int64_t>& shape) const {
+  expect(name, shape);
+  return files_[locations_.at(name)]->tensor(name);
+}
+
+std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vector<std::int64_t>& shape) const {
+  const package::TensorView view = this->view(name, shape);
+  const std::size_t n = std::size_t(view.info->n_elements());
+  std::vector<float> out(n);
+  const std::byte* src = view.bytes.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    switch (view.info->dtype) {
+      case package::DType::bf16: {
+        std::uint16_t bits;
+        std::memcpy(&bits, src + 2 * i, 2);
+        out[i] = helios::bf16_to_f32(bits);
+        break;
+      }
+      case package::DType::f16: {
+        std::uint16_t bits;
+        std::memcpy(&bits, src + 2 * i, 2);
+        out[i] = helios::f16_to_f32(bits);
+        break;
+      }
+      default: std::memcpy(&out[i], src + 4 * i, 4); break;
+    }
+  }
+  return out;
+}
+
+std::vector<std::uint16_t> Checkpoint::read_bf16(const std::string& name, const std::vector<std::int64_t>& shape) const {
+  const package::TensorView view = this->view(name, shape);
+  const std::size_t n = std::size_t(view.info->n_elements());
+  std::vector<std::uint16_t> out(n);
+  if (view.info->dtype == package::DType::bf16) {
+    std::memcpy(out.data(), view.bytes.data(), 2 * n);
+    return out;
+  }
+  const std::vector<float> f32 = read_f32(name, shape);
+  for (std::size_t i = 0; i < n; ++i) out[i] = helios::f32_to_bf16(f32[i]);
+  return out;
+}
+
+}  // namespace flare::model

@@ -1,0 +1,39 @@
+// Reads a Hugging Face checkpoint directory: one model.safetensors, or shards listed by
+// model.safetensors.index.json. Files are memory-mapped through package::SafetensorsFile (never
+// copied whole into RAM); a tensor is converted to BF16 or F32 only when asked for, with its shape
+// checked. Every problem (bad index, missing shard or tensor, wrong shape or dtype, truncated file)
+// is a flare::Error (preparation) that names the file and the tensor.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "package/safetensors.h"
+
+namespace flare::model {
+
+class Checkpoint {
+ public:
+  static Checkpoint open(const std::filesystem::path& dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  bool has(const std::string& name) const { return locations_.count(name) != 0; }
+  std::vector<std::string> tensor_names() const;
+  // The tensor's info, checked against `shape`; throws naming the tensor when absent or different.
+  const package::TensorInfo& expect(const std::string& name, const std::vector<std::int64_t>& shape) const;
+  // Element data converted from BF16, F16 or F32 (shape checked as in expect()).
+  std::vector<std::uint16_t> read_bf16(const std::string& name, const std::vector<std::int64_t>& shape) const;
+  std::vector<float> read_f32(const std::string& name, const std::vector<std::int64_t>& shape) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::shared_ptr<package::SafetensorsFile>> files_;
+  std::map<std::string, std::size_t> locations_;  // tensor name -> index in files_
+  package::TensorView view(const std::string& name, const std::vector<std::int64_t>& shape) const;
+};
+
+}  // namespace flare::model

@@ -1,0 +1,147 @@
+// The declared recipes. Revisions are the Hugging Face commits the recipes were qualified
+// against; sampling defaults are the values each model card (or its generation_config.json)
+// recommends.
+#include "model/recipes/recipe.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/error.h"
+#include "common/suggest.h"
+
+namespace flare::model {
+namespace {
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+std::vector<Recipe> declare_recipes() {
+  std::vector<Recipe> recipes;
+
+  // The built-in demo: flare-demo-coder, a small trained Qwen3-architecture Python code model kept
+  // in the project tree (assets/demo-model), so the README's demo runs offline on any machine.
+  Recipe demo;
+  demo.name = "demo";
+  demo.canonical_name = "flare-demo-coder";
+  demo.aliases = {"demo", "flare-demo-coder"};
+  demo.checkpoint = {CheckpointSource::Kind::bundled, "", "local", "demo-model"};
+  demo.architectures = {"Qwen3ForCausalLM"};
+  demo.license = "apache-2.0";
+  demo.license_url = "https://www.apache.org/licenses/LICENSE-2.0";
+  demo.default_max_concurrency = 8;
+  demo.max_concurrency_limit = 64;
+  demo.prefill_chunk_tokens = 512;
+  demo.page_size_tokens = 16;
+  demo.sampling = {0.8f, 0.95f, 0, 0.0f, 1.1f};
+  recipes.push_back(demo);
+
+  Recipe llama;
+  llama.name = "llama-3.1-8b-instruct";
+  llama.canonical_name = "Llama-3.1-8B-Instruct";
+  llama.aliases = {"llama-3.1-8b-instruct", "llama-3.1-8b"};
+  llama.checkpoint = {CheckpointSource::Kind::hub, "meta-llama/Llama-3.1-8B-Instruct",
+                      "0e9e39f249a16976918f6564b8830bc894c89659", ""};
+  llama.architectures = {"LlamaForCausalLM"};
+  llama.license = "llama3.1";
+  llama.license_url = "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/LICENSE";
+  llama.tensor_parallel_sizes = {1, 2, 4, 8};
+  llama.sampling = {0.6f, 0.9f, 0, 0.0f, 1.0f};  // generation_config.json
+  recipes.push_back(llama);
+
+  Recipe qwen3;
+  qwen3.name = "qwen3-8b";
+  qwen3.canonical_name = "Qwen3-8B";
+  qwen3.aliases = {"qwen3-8b"};
+  qwen3.checkpoint = {CheckpointSource::Kind::hub, "Qwen/Qwen3-8B", "b968826d9c46dd6066d109eabc6255188de91218", ""};
+  qwen3.architectures = {"Qwen3ForCausalLM"};
+  qwen3.license = "apache-2.0";
+  qwen3.license_url = "https://huggingface.co/Qwen/Qwen3-8B/blob/main/LICENSE";
+  qwen3.tensor_parallel_sizes = {1, 2, 4, 8};
+  qwen3.sampling = {0.6f, 0.95f, 20, 0.0f, 1.0f};  // model card, thinking mode
+  recipes.push_back(qwen3);
+
+  Recipe qwen2;
+  qwen2.name = "qwen2.5-7b-instruct";
+  qwen2.canonical_name = "Qwen2.5-7B-Instruct";
+  qwen2.aliases = {"qwen2.5-7b-instruct", "qwen2.5-7b"};
+  qwen2.checkpoint = {CheckpointSource::Kind::hub, "Qwen/Qwen2.5-7B-Instruct",
+                      "a09a35458c702b33eeacc393d103063234e8bc28", ""};
+  qwen2.architectures = {"Qwen2ForCausalLM"};
+  qwen2.license = "apache-2.0";
+  qwen2.license_url = "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct/blob/main/LICENSE";
+  qwen2.tensor_parallel_sizes = {1, 2, 4};
+  qwen2.sampling = {0.7f, 0.8f, 20, 0.0f, 1.05f};  // generation_config.json
+  recipes.push_back(qwen2);
+
+  Recipe mistral;
+  mistral.name = "mistral-7b-instruct-v0.3";
+  mistral.canonical_name = "Mistral-7B-Instruct-v0.3";
+  mistral.aliases = {"mistral-7b-instruct-v0.3", "mistral-7b"};
+  mistral.checkpoint = {CheckpointSource::Kind::hub, "mistralai/Mistral-7B-Instruct-v0.3",
+                        "c170c708c41dac9275d15a8fff4eca08d52bab71", ""};
+  mistral.architectures = {"MistralForCausalLM"};
+  mistral.license = "apache-2.0";
+  mistral.license_url = "https://www.apache.org/licenses/LICENSE-2.0";
+  mistral.tensor_parallel_sizes = {1, 2, 4, 8};
+  // Its generation_config.json declares no sampling values: transformers' neutral defaults.
+  mistral.sampling = {1.0f, 1.0f, 0, 0.0f, 1.0f};
+  recipes.push_back(mistral);
+  return recipes;
+}
+
+}  // namespace
+
+const std::vector<Recipe>& all_recipes() {
+  static const std::vector<Recipe> recipes = declare_recipes();
+  return recipes;
+}
+
+const Recipe* find_recipe_by_alias(const std::string& alias) {
+  const std::string wanted = lower(alias);
+  for (const auto& recipe : all_recipes()) {
+    if (lower(recipe.name) == wanted || lower(recipe.canonical_name) == wanted) return &recipe;
+    for (const auto& candidate : recipe.aliases)
+      if (lower(candidate) == wanted) return &recipe;
+  }
+  return nullptr;
+}
+
+const Recipe* find_recipe_by_repository(const std::string& repository) {
+  const std::string wanted = lower(repository);
+  for (const auto& recipe : all_recipes())
+    if (recipe.checkpoint.kind == CheckpointSource::Kind::hub && lower(recipe.checkpoint.repository) == wanted)
+      return &recipe;
+  return nullptr;
+}
+
+const Recipe* find_recipe_by_architecture(const std::string& architecture) {
+  for (const auto& recipe : all_recipes()) {
+    if (recipe.checkpoint.kind == CheckpointSource::Kind::bundled) continue;  // prefer general recipes
+    for (const auto& candidate : recipe.architectures)
+      if (candidate == architecture) return &recipe;
+  }
+  for (const auto& recipe : all_recipes())
+    for (const auto& candidate : recipe.architectures)
+      if (candidate == architecture) return &recipe;
+  return nullptr;
+}
+
+std::vector<std::string> all_recipe_aliases() {
+  std::vector<std::string> aliases;
+  for (const auto& recipe : all_recipes())
+    for (const auto& alias : recipe.aliases) aliases.push_back(alias);
+  return aliases;
+}
+
+void fail_unknown_alias(const std::string& alias) {
+  std::string message = fmt::format("unknown model '{}'", alias);
+  if (auto close = suggest_close_match(alias, all_recipe_aliases())) message += fmt::format(" (did you mean '{}'?)", *close);
+  message += fmt::format("\nSupported aliases: {}.\nA Hugging Face repository (org/name[@revision]) or a checkpoint "
+                         "directory also works.",
+                         fmt::join(all_recipe_aliases(), ", "));
+  throw Error(ExitCode::usage, message);
+}
+
+}  // namespace flare::model

@@ -1,0 +1,71 @@
+// The model spec: what a checkpoint's config.json says, normalized into one plain struct that the
+// dense-decoder forward pass, the memory plan and the recipes read. Parsing (config.cpp) is strict:
+// an unknown architecture or an option we do not implement is an error naming the field, never a
+// silently different model.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace flare::model {
+
+enum class RopeType { default_, linear, dynamic, yarn, llama3 };
+
+struct RopeSpec {
+  RopeType type = RopeType::default_;
+  double theta = 10000.0;
+  double factor = 1.0;                            // linear, dynamic, yarn, llama3
+  std::int32_t original_max_position = 0;         // llama3, yarn (0: max_position_embeddings)
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  double beta_fast = 32.0, beta_slow = 1.0;       // yarn
+  std::optional<double> attention_factor;         // yarn
+  std::optional<double> mscale, mscale_all_dim;   // yarn
+  bool truncate = true;                           // yarn
+};
+
+// HF tensor names of one dense decoder layout ("{}" stands for the layer index).
+struct WeightNames {
+  std::string embed = "model.embed_tokens.weight";
+  std::string final_norm = "model.norm.weight";
+  std::string lm_head = "lm_head.weight";
+  std::string layer = "model.layers.{}.";
+  std::string input_norm = "input_layernorm.weight";
+  std::string post_norm = "post_attention_layernorm.weight";
+  std::string q = "self_attn.q_proj", k = "self_attn.k_proj", v = "self_attn.v_proj", o = "self_attn.o_proj";
+  std::string q_norm = "self_attn.q_norm.weight", k_norm = "self_attn.k_norm.weight";
+  std::string gate = "mlp.gate_proj.weight", up = "mlp.up_proj.weight", down = "mlp.down_proj.weight";
+};
+
+struct ModelSpec {
+  std::string architecture;  // e.g. "Qwen3ForCausalLM"
+  std::string model_type;    // e.g. "qwen3"
+  std::int32_t vocab_size = 0;
+  std::int32_t hidden_size = 0;
+  std::int32_t intermediate_size = 0;
+  std::int32_t n_layers = 0;
+  std::int32_t n_heads = 0;
+  std::int32_t n_kv_heads = 0;
+  std::int32_t head_dim = 0;
+  std::int32_t max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+  bool tie_word_embeddings = false;
+  bool qk_norm = false;      // per-head RMSNorm of q and k before rotary (Qwen3)
+  bool qkv_bias = false;     // biases on q, k, v projections (Qwen2, Llama attention_bias)
+  bool o_bias = false;       // bias on the output projection (Llama attention_bias)
+  std::int32_t sliding_window = 0;  // 0: full attention (Mistral: every layer sees the last W positions)
+  RopeSpec rope;
+  WeightNames names;
+
+  std::int64_t n_parameters() const;
+  std::int32_t q_width() const { return n_heads * head_dim; }
+  std::int32_t kv_width() const { return n_kv_heads * head_dim; }
+};
+
+// Parses config.json text (`origin` names it in errors). Throws flare::Error (preparation).
+ModelSpec model_spec_parse(std::string_view config_json, std::string_view origin = "config.json");
+ModelSpec model_spec_load(const std::filesystem::path& checkpoint_dir);
+
+}  // namespace flare::model
