@@ -188,7 +188,7 @@ void Lexer::strip_trailing_whitespace() {
 }
 
 std::string Lexer::consume_string(char quote) {
-  size_t start = cursor_;
+  size_t start = cursor_ - 1;  // the opening quote
   std::string out;
   while (true) {
     if (cursor_ >= s().size()) error(start, "unterminated string literal");
