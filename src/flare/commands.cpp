@@ -3,11 +3,17 @@
 #include "flare/commands.h"
 
 #include "common/cli.h"
+#include "flare/package_commands.h"
 
 namespace flare::cli {
 
 int main(int argc, char** argv) {
   auto app = make_app("flare", "Flare: serve, inspect and manage prepared model packages.");
+  PackageCommandGlobals package_globals;
+  app->add_option("--model-cache", package_globals.model_cache, "Model cache directory");
+  app->add_option("--config", package_globals.config, "Configuration file");
+  app->add_flag("--plain", package_globals.plain, "Disable terminal styling");
+  add_package_commands(*app, package_globals);
   return run_cli(*app, argc, argv);
 }
 

@@ -3,11 +3,14 @@
 #include "ignition/commands.h"
 
 #include "common/cli.h"
+#include "ignition/export.h"
 
 namespace flare::ignition {
 
 int main(int argc, char** argv) {
   auto app = make_app("ignition", "Ignition: prepare Hugging Face checkpoints into signed Flare packages.");
+  ExportOptions export_options;
+  add_export_command(*app, export_options);
   return run_cli(*app, argc, argv);
 }
 
