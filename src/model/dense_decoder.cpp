@@ -95,7 +95,7 @@ helios::RotaryParams Model::rotary_for(const helios::Step& step) {
   return {Tensor::of(*scratch_->rope, DType::f32, step.n_rows(), half), attention_factor};
 }
 
-void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope, std::int32_t n) {
+void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope) {
   Scratch& s = *scratch_;
   const LayerWeights& w = weights_.layers[std::size_t(layer)];
   backend_.linear(s.h_t, w.qkv, w.qkv_bias.empty() ? nullptr : &w.qkv_bias, s.qkv_t);
@@ -117,16 +117,14 @@ void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const he
   params.sliding_window = spec_.sliding_window;
   backend_.attention(cache, q, params, s.attn_t);
   backend_.linear(s.attn_t, w.o, w.o_bias.empty() ? nullptr : &w.o_bias, s.delta_t);
-  (void)n;
 }
 
-void Model::mlp_block(std::int32_t layer, std::int32_t n) {
+void Model::mlp_block(std::int32_t layer) {
   Scratch& s = *scratch_;
   const LayerWeights& w = weights_.layers[std::size_t(layer)];
   backend_.linear(s.h_t, w.gate_up, nullptr, s.gate_up_t);
   backend_.swiglu(s.gate_up_t, s.act_t);
   backend_.linear(s.act_t, w.down, nullptr, s.delta_t);
-  (void)n;
 }
 
 std::vector<float> Model::forward(const helios::Step& step, helios::KvCache& cache) {
@@ -149,9 +147,9 @@ std::vector<float> Model::forward(const helios::Step& step, helios::KvCache& cac
     } else {
       backend_.rms_norm(s.delta_t, &s.x_t, w.input_norm, spec_.rms_norm_eps, s.h_t);  // x += mlp
     }
-    attention_block(layer, cache, rope, n);
+    attention_block(layer, cache, rope);
     backend_.rms_norm(s.delta_t, &s.x_t, w.post_norm, spec_.rms_norm_eps, s.h_t);  // x += attention
-    mlp_block(layer, n);
+    mlp_block(layer);
   }
   backend_.rms_norm(s.delta_t, &s.x_t, weights_.final_norm, spec_.rms_norm_eps, s.h_t);
   std::vector<float> logits(std::size_t(n_logits) * std::size_t(spec_.vocab_size));

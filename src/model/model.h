@@ -60,8 +60,8 @@ class Model {
   struct Scratch;
   void reserve(std::int32_t n_tokens, std::int32_t n_logit_rows, std::int32_t n_rows);
   helios::RotaryParams rotary_for(const helios::Step& step);
-  void attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope, std::int32_t n);
-  void mlp_block(std::int32_t layer, std::int32_t n);
+  void attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope);
+  void mlp_block(std::int32_t layer);
 
   ModelSpec spec_;
   helios::Backend& backend_;

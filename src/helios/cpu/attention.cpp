@@ -1,6 +1,8 @@
 // Paged attention on the CPU: KV stores into pages and causal (optionally sliding-window)
 // attention with GQA, one online-softmax pass per (token, head), threaded over tokens x heads.
 // KV elements are converted from the page dtype (BF16, FP8 E4M3 or F32) as they are read.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -25,6 +27,54 @@ struct PageAddress {
   }
 };
 
+bool has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, std::int32_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_hadd_ps(s, s);
+  s = _mm_hadd_ps(s, s);
+  float sum = _mm_cvtss_f32(s);
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// y = y * scale + w * x
+__attribute__((target("avx2,fma"))) void scale_axpy_avx2(float scale, float w, const float* x, float* y, std::int32_t n) {
+  const __m256 sv = _mm256_set1_ps(scale), wv = _mm256_set1_ps(w);
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_mul_ps(sv, _mm256_loadu_ps(y + i))));
+  }
+  for (; i < n; ++i) y[i] = y[i] * scale + w * x[i];
+}
+
+__attribute__((target("avx2,fma"))) void bf16_to_f32_avx2(const std::uint16_t* src, float* dst, std::int32_t n) {
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16)));
+  }
+  for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+}
+
+float dot(const float* a, const float* b, std::int32_t n) {
+  if (has_avx2()) return dot_avx2(a, b, n);
+  float sum = 0.0f;
+  for (std::int32_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void scale_axpy(float scale, float w, const float* x, float* y, std::int32_t n) {
+  if (has_avx2()) return scale_axpy_avx2(scale, w, x, y, n);
+  for (std::int32_t i = 0; i < n; ++i) y[i] = y[i] * scale + w * x[i];
+}
+
 void store_row(DType dtype, const float* src, char* dst, std::int32_t n) {
   switch (dtype) {
     case DType::f32: std::copy(src, src + n, reinterpret_cast<float*>(dst)); break;
@@ -42,7 +92,11 @@ void load_row(DType dtype, const char* src, float* dst, std::int32_t n) {
   switch (dtype) {
     case DType::f32: std::copy_n(reinterpret_cast<const float*>(src), n, dst); break;
     case DType::bf16:
-      for (std::int32_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(reinterpret_cast<const std::uint16_t*>(src)[i]);
+      if (has_avx2()) {
+        bf16_to_f32_avx2(reinterpret_cast<const std::uint16_t*>(src), dst, n);
+      } else {
+        for (std::int32_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(reinterpret_cast<const std::uint16_t*>(src)[i]);
+      }
       break;
     case DType::f8_e4m3:
       for (std::int32_t i = 0; i < n; ++i) dst[i] = f8_e4m3_to_f32(reinterpret_cast<const std::uint8_t*>(src)[i]);
@@ -107,19 +161,17 @@ void cpu_attention(ThreadPool& pool, const StepContext& ctx, const KvCache& cach
         const std::int32_t page = page_of(ctx, row, j, l.page_size_tokens);
         const std::int32_t slot = j % l.page_size_tokens;
         load_row(l.dtype, address.at(p.layer, page, 0, slot, kv_head), kbuf.data(), d);
-        float score = 0.0f;
-        for (std::int32_t c = 0; c < d; ++c) score += qv[c] * kbuf[std::size_t(c)];
-        score *= p.scale;
+        const float score = dot(qv, kbuf.data(), d) * p.scale;
+        float correction = 1.0f;
         if (score > max_score) {  // rescale what was accumulated under the old maximum
-          const float correction = std::exp(max_score - score);
+          correction = std::exp(max_score - score);
           denominator *= correction;
-          for (float& a : acc) a *= correction;
           max_score = score;
         }
         const float weight = std::exp(score - max_score);
         denominator += weight;
         load_row(l.dtype, address.at(p.layer, page, 1, slot, kv_head), vbuf.data(), d);
-        for (std::int32_t c = 0; c < d; ++c) acc[std::size_t(c)] += weight * vbuf[std::size_t(c)];
+        scale_axpy(correction, weight, vbuf.data(), acc.data(), d);
       }
       float* dst = static_cast<float*>(out.data) + t * out.stride + std::int64_t(h) * d;
       const float inv = float(1.0 / denominator);

@@ -2,7 +2,9 @@
 // either alone (optionally in prefill chunks) or batched together, and reads reference fixtures.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>

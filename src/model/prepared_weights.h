@@ -1,0 +1,55 @@
+// The prepared weight layout: what `ignition export` stores in a package and what `flare run`
+// loads without conversion. Preparation reads the checkpoint once, fuses q/k/v and gate/up, and
+// converts matrices to BF16 and norms and biases to F32 (the same layout weights_load builds on a
+// backend); the runtime copies each prepared tensor straight into a backend buffer.
+//
+// Tensors are grouped one payload per layer ("weights/layer-000", ...) plus "weights/embedding"
+// (embedding, final norm, and the output head when it is not tied), so unchanged layers
+// deduplicate by content hash across exports.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "helios/backend.h"
+#include "model/model.h"
+#include "model/spec.h"
+
+namespace flare::model {
+
+struct PreparedTensor {
+  std::string name;  // "embed", "final_norm", "lm_head", "layers.3.qkv", ...
+  helios::DType dtype = helios::DType::bf16;
+  std::vector<std::int64_t> shape;  // [rows, cols] or [n]
+  std::vector<std::byte> bytes;
+};
+
+struct PreparedGroup {
+  std::string payload_name;  // "weights/embedding", "weights/layer-000"
+  std::vector<PreparedTensor> tensors;
+};
+
+// Reads the checkpoint and calls `sink` once per group, embedding first, then layers in order
+// (one group in memory at a time). Checkpoint problems are flare::Error (preparation).
+void prepare_weights(const ModelSpec& spec, const std::filesystem::path& checkpoint_dir,
+                     const std::function<void(PreparedGroup&&)>& sink);
+
+// A prepared tensor as stored: dtype, shape and its bytes (e.g. inside a verified package payload).
+struct PreparedTensorRef {
+  helios::DType dtype = helios::DType::bf16;
+  std::vector<std::int64_t> shape;
+  std::span<const std::byte> bytes;
+};
+// Looks a prepared tensor up by name; returns false when it is absent.
+using PreparedLookup = std::function<bool(const std::string& name, PreparedTensorRef& out)>;
+
+// Builds the backend's weights from prepared tensors, checking every name, dtype, shape and size
+// against the spec; a mismatch is a flare::Error naming the tensor.
+Weights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend);
+
+}  // namespace flare::model

@@ -1,0 +1,185 @@
+// config.json parsing: every supported family and rope style, both config styles (top-level
+// rope_theta/rope_scaling and rope_parameters), and malformed or hostile configs rejected with a
+// message naming the field.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/rope.h"
+#include "model/spec.h"
+
+namespace flare::model {
+namespace {
+
+nlohmann::json base_config(const std::string& architecture = "LlamaForCausalLM") {
+  return {{"architectures", {architecture}}, {"vocab_size", 256}, {"hidden_size", 128}, {"intermediate_size", 256},
+          {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+          {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0}, {"hidden_act", "silu"}};
+}
+
+ModelSpec parse(const nlohmann::json& config) { return model_spec_parse(config.dump()); }
+
+void expect_error(const nlohmann::json& config, const std::string& needle) {
+  try {
+    parse(config);
+    ADD_FAILURE() << "accepted: " << config.dump();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), ExitCode::preparation);
+  }
+}
+
+TEST(ModelSpec, ParsesLlama) {
+  const ModelSpec spec = parse(base_config());
+  EXPECT_EQ(spec.head_dim, 32);
+  EXPECT_EQ(spec.n_kv_heads, 2);
+  EXPECT_EQ(spec.rope.theta, 500000.0);
+  EXPECT_FALSE(spec.qk_norm || spec.qkv_bias || spec.o_bias);
+  EXPECT_EQ(spec.sliding_window, 0);
+  EXPECT_FALSE(spec.tie_word_embeddings);
+}
+
+TEST(ModelSpec, FamilyFlags) {
+  auto qwen3 = base_config("Qwen3ForCausalLM");
+  qwen3["head_dim"] = 64;
+  EXPECT_TRUE(parse(qwen3).qk_norm);
+  EXPECT_EQ(parse(qwen3).head_dim, 64);
+  const ModelSpec qwen2 = parse(base_config("Qwen2ForCausalLM"));
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.o_bias);
+  auto mistral = base_config("MistralForCausalLM");
+  mistral["sliding_window"] = 4096;
+  EXPECT_EQ(parse(mistral).sliding_window, 4096);
+  mistral["sliding_window"] = nullptr;
+  EXPECT_EQ(parse(mistral).sliding_window, 0);
+  auto llama = base_config();
+  llama["attention_bias"] = true;
+  EXPECT_TRUE(parse(llama).qkv_bias && parse(llama).o_bias);
+}
+
+TEST(ModelSpec, ReadsBothRopeStyles) {
+  auto old_style = base_config();
+  old_style["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                               {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  auto new_style = base_config();
+  new_style.erase("rope_theta");
+  new_style["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
+                                  {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                  {"original_max_position_embeddings", 8192}};
+  for (const auto& config : {old_style, new_style}) {
+    const ModelSpec spec = parse(config);
+    EXPECT_EQ(spec.rope.type, RopeType::llama3);
+    EXPECT_EQ(spec.rope.theta, 500000.0);
+    EXPECT_EQ(spec.rope.factor, 8.0);
+    EXPECT_EQ(spec.rope.original_max_position, 8192);
+  }
+  auto legacy = base_config();
+  legacy["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};  // older "type" key
+  EXPECT_EQ(parse(legacy).rope.type, RopeType::linear);
+  auto none = base_config();
+  none["rope_scaling"] = nullptr;
+  EXPECT_EQ(parse(none).rope.type, RopeType::default_);
+}
+
+TEST(ModelSpec, RopeFrequencies) {
+  auto config = base_config();
+  config["rope_theta"] = 10000.0;
+  ModelSpec spec = parse(config);
+  auto base = rope_frequencies(spec, 0);
+  ASSERT_EQ(base.inv_freq.size(), 16u);
+  EXPECT_FLOAT_EQ(base.inv_freq[0], 1.0f);
+  EXPECT_NEAR(base.inv_freq[1], std::pow(10000.0, -2.0 / 32), 1e-7);
+  config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
+  EXPECT_FLOAT_EQ(rope_frequencies(parse(config), 0).inv_freq[1], base.inv_freq[1] / 4);
+  config["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  spec = parse(config);
+  EXPECT_EQ(rope_frequencies(spec, 100).inv_freq, base.inv_freq);     // within max positions: unchanged
+  EXPECT_LT(rope_frequencies(spec, 2048).inv_freq[1], base.inv_freq[1]);  // beyond: larger base
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  const auto yarn = rope_frequencies(parse(config), 0);
+  EXPECT_NEAR(yarn.attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-6);
+  EXPECT_FLOAT_EQ(yarn.inv_freq[0], base.inv_freq[0]);  // high frequencies extrapolate
+  EXPECT_NEAR(yarn.inv_freq[15], base.inv_freq[15] / 4, 1e-9);  // low ones interpolate
+}
+
+TEST(ModelSpec, RejectsUnsupportedAndMalformed) {
+  expect_error(base_config("GPT2LMHeadModel"), "architectures");
+  auto c = base_config();
+  c["architectures"] = nlohmann::json::array();
+  expect_error(c, "architectures");
+  c = base_config();
+  c["architectures"] = {"LlamaForCausalLM", "Qwen3ForCausalLM"};
+  expect_error(c, "architectures");
+  c = base_config();
+  c.erase("hidden_size");
+  expect_error(c, "hidden_size");
+  for (const nlohmann::json& bad : {nlohmann::json(-1), nlohmann::json(0), nlohmann::json(1.5), nlohmann::json("128"),
+                                    nlohmann::json(1LL << 40)}) {
+    c = base_config();
+    c["num_hidden_layers"] = bad;
+    expect_error(c, "num_hidden_layers");
+  }
+  c = base_config();
+  c["num_key_value_heads"] = 3;
+  expect_error(c, "num_key_value_heads");
+  c = base_config();
+  c["hidden_size"] = 130;
+  expect_error(c, "hidden_size");
+  c = base_config();
+  c["hidden_act"] = "gelu";
+  expect_error(c, "hidden_act");
+  c = base_config();
+  c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2.0}};
+  expect_error(c, "rope_type");
+  c = base_config();
+  c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.5}};
+  expect_error(c, "factor");
+  c = base_config();
+  c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  expect_error(c, "freq_factor");
+  c = base_config();
+  c["rope_scaling"] = "linear";
+  expect_error(c, "rope_scaling");
+  c = base_config();
+  c["partial_rotary_factor"] = 0.5;
+  expect_error(c, "partial_rotary_factor");
+  c = base_config();
+  c["mlp_bias"] = true;
+  expect_error(c, "mlp_bias");
+  c = base_config("Qwen3ForCausalLM");
+  c["use_sliding_window"] = true;
+  expect_error(c, "use_sliding_window");
+  c = base_config("Qwen2ForCausalLM");
+  c["layer_types"] = {"full_attention", "sliding_attention"};
+  expect_error(c, "layer_types");
+  c = base_config("MistralForCausalLM");
+  c["sliding_window"] = -4;
+  expect_error(c, "sliding_window");
+  c = base_config();
+  c["rms_norm_eps"] = "tiny";
+  expect_error(c, "rms_norm_eps");
+  c = base_config();
+  c["tie_word_embeddings"] = "yes";
+  expect_error(c, "tie_word_embeddings");
+  c = base_config();
+  c["head_dim"] = 33;
+  expect_error(c, "head_dim");
+}
+
+TEST(ModelSpec, RejectsNonJson) {
+  for (const char* text : {"", "{", "[]", "null", "{\"architectures\": [\"LlamaForCausalLM\"]", "\xff\xfe"}) {
+    EXPECT_THROW(model_spec_parse(text), Error) << text;
+  }
+}
+
+TEST(ModelSpec, ParsesTheDemoModelConfig) {
+  const ModelSpec spec = model_spec_load(std::filesystem::path(FLARE_SOURCE_DIR) / "assets" / "demo-model");
+  EXPECT_EQ(spec.architecture, "Qwen3ForCausalLM");
+  EXPECT_EQ(spec.n_parameters(), 15736192);  // README: 15,736,192
+  EXPECT_EQ(spec.rope.theta, 10000.0);
+  EXPECT_TRUE(spec.tie_word_embeddings);
+}
+
+}  // namespace
+}  // namespace flare::model
