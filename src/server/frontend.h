@@ -1,0 +1,89 @@
+// The text frontend as the HTTP adapters see it: chat rendering, tokenization, incremental
+// detokenization and output parsing (reasoning, tool calls). The server calls these from its
+// HTTP threads; one Frontend is shared by all threads (const methods must be thread-safe),
+// while detokenizers and parsers are per choice and used by one thread at a time.
+// text_frontend.cpp connects this interface to src/text; tests supply their own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "engine/request.h"
+
+namespace flare::server {
+
+using engine::TokenId;
+
+// What the server knows about the served model.
+struct ModelInfo {
+  std::string canonical_id;               // the signed model id; always accepted
+  std::vector<std::string> served_names;  // aliases, or --served-model-name; first is primary
+  int64_t created_unix_s = 0;
+  std::string owned_by = "flare";
+  int32_t max_context_tokens = 4096;      // prompt + generated tokens per request
+  int32_t max_concurrency = 32;
+  std::string context_limit_option = "--kv-cache-limit";  // the setting that raises the limit
+  engine::SamplingDefaults sampling_defaults;
+  engine::SamplingRanges sampling_ranges;
+  int32_t default_max_tokens = 0;         // 0: up to the context limit
+
+  const std::string& primary_name() const { return served_names.empty() ? canonical_id : served_names[0]; }
+  bool accepts_name(std::string_view name) const;
+};
+
+// Turns generated token ids into text, one id at a time, holding back incomplete UTF-8.
+class Detokenizer {
+ public:
+  virtual ~Detokenizer() = default;
+  virtual std::string push(TokenId id) = 0;
+  virtual std::string flush() = 0;
+};
+
+// One event of the structured output: visible text, reasoning text, or a tool call.
+struct ParsedEvent {
+  enum class Kind : uint8_t { content, reasoning, tool_call_begin, tool_call_arguments, tool_call_end };
+  Kind kind = Kind::content;
+  std::string text;       // content / reasoning / argument JSON fragment
+  std::string tool_name;  // tool_call_begin
+};
+
+struct ParserOptions {
+  bool parse_reasoning = true;    // split <think>-style reasoning from content
+  bool thinking_enabled = true;   // the prompt opened a reasoning block (template kwargs)
+  bool parse_tool_calls = false;  // the request declared tools
+};
+
+// Splits detokenized text into events. Streaming: push text as it arrives; finish at the end.
+class OutputParser {
+ public:
+  virtual ~OutputParser() = default;
+  virtual std::vector<ParsedEvent> push(std::string_view text) = 0;
+  virtual std::vector<ParsedEvent> finish() = 0;
+};
+
+class Frontend {
+ public:
+  virtual ~Frontend() = default;
+  virtual std::vector<TokenId> encode(std::string_view text, bool add_special_tokens) const = 0;
+  virtual std::string decode(std::span<const TokenId> ids, bool skip_special_tokens) const = 0;
+  // The bytes one token stands for (logprobs); may be partial UTF-8.
+  virtual std::string token_text(TokenId id) const = 0;
+  virtual int32_t vocab_size() const = 0;
+  // Renders a conversation (OpenAI-shaped messages, tools, template kwargs) to prompt text.
+  // Throws flare::Error on messages the template rejects.
+  virtual std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                  const nlohmann::json& template_kwargs,
+                                  bool add_generation_prompt) const = 0;
+  // Whether encoding a rendered chat prompt adds special tokens (templates usually write BOS).
+  virtual bool chat_prompt_needs_special_tokens() const { return false; }
+  virtual std::unique_ptr<Detokenizer> make_detokenizer(bool skip_special_tokens) const = 0;
+  virtual std::unique_ptr<OutputParser> make_parser(const ParserOptions& options) const = 0;
+};
+
+}  // namespace flare::server
