@@ -59,151 +59,180 @@ struct BpeModel::MergeTable {
   }
 };
 
-// Word -> ids, sharded so that concurrent encoders rarely contend.
+// Word -> ids: a direct-mapped cache (a colliding word replaces the previous one), sharded
+// behind mutexes so that concurrent encoders rarely contend. Short results are stored inline.
 class BpeModel::Cache {
  public:
   static constexpr size_t kShards = 16;
-  static constexpr size_t kShardCapacity = 8192;
+  static constexpr size_t kShardEntries = 4096;
   static constexpr size_t kMaxWordBytes = 256;
+  static constexpr size_t kInlineIds = 6;
 
-  bool get(std::string_view word, std::vector<int32_t>& out) {
-    Shard& shard = shard_of(word);
+  Cache() {
+    for (auto& shard : shards_) shard.entries.resize(kShardEntries);
+  }
+  bool get(std::string_view word, uint64_t hash, std::vector<int32_t>& out) {
+    Shard& shard = shards_[hash % kShards];
     std::lock_guard lock(shard.mutex);
-    auto it = shard.map.find(word);
-    if (it == shard.map.end()) return false;
-    out.insert(out.end(), it->second.begin(), it->second.end());
+    const Entry& e = shard.entries[(hash / kShards) % kShardEntries];
+    if (e.hash != hash || e.word != word) return false;
+    if (e.n_ids <= kInlineIds) {
+      out.insert(out.end(), e.ids.begin(), e.ids.begin() + e.n_ids);
+    } else {
+      out.insert(out.end(), e.more.begin(), e.more.end());
+    }
     return true;
   }
-  void put(std::string_view word, const int32_t* ids, size_t n_ids) {
+  void put(std::string_view word, uint64_t hash, const int32_t* ids, size_t n_ids) {
     if (word.size() >= kMaxWordBytes) return;
-    Shard& shard = shard_of(word);
+    Shard& shard = shards_[hash % kShards];
     std::lock_guard lock(shard.mutex);
-    if (shard.map.size() >= kShardCapacity) shard.map.clear();
-    shard.map.emplace(std::string(word), std::vector<int32_t>(ids, ids + n_ids));
+    Entry& e = shard.entries[(hash / kShards) % kShardEntries];
+    e.hash = hash;
+    e.word.assign(word);
+    e.n_ids = static_cast<uint32_t>(n_ids);
+    if (n_ids <= kInlineIds) {
+      std::copy(ids, ids + n_ids, e.ids.begin());
+      e.more.clear();
+    } else {
+      e.more.assign(ids, ids + n_ids);
+    }
   }
 
  private:
+  struct Entry {
+    uint64_t hash = 0;
+    uint32_t n_ids = 0;
+    std::array<int32_t, kInlineIds> ids{};
+    std::string word;
+    std::vector<int32_t> more;
+  };
   struct Shard {
     std::mutex mutex;
-    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+    std::vector<Entry> entries;
   };
-  Shard& shard_of(std::string_view word) { return shards_[StringHash{}(word) % kShards]; }
   std::array<Shard, kShards> shards_;
 };
 
-namespace {
-
-std::pair<std::string, std::string> parse_merge(const nlohmann::json& merge, size_t rank) {
-  if (merge.is_string()) {
-    const auto& s = merge.get_ref<const std::string&>();
-    size_t space = s.find(' ', 1);
-    if (space == std::string::npos) fail_input("tokenizer.json: merge {} {:?} is not \"left right\"", rank, s);
-    return {s.substr(0, space), s.substr(space + 1)};
-  }
-  if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
-    return {merge[0].get<std::string>(), merge[1].get<std::string>()};
-  }
-  fail_input("tokenizer.json: merge {} is neither \"left right\" nor [left, right]", rank);
-}
-
-}  // namespace
-
-BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(byte_level), cache_(std::make_unique<Cache>()) {
-  if (json_bool(model, "dropout", false) || (model.contains("dropout") && model["dropout"].is_number() &&
-                                             model["dropout"].get<double>() != 0.0)) {
+BpeModel::BpeModel(const nlohmann::json& model, BpeData data, bool byte_level)
+    : byte_level_(byte_level), cache_(std::make_unique<Cache>()) {
+  if (auto it = model.find("dropout"); it != model.end() && it->is_number() && it->get<double>() != 0.0) {
     fail_input("tokenizer.json: BPE dropout is not supported");
   }
   if (!json_string(model, "continuing_subword_prefix", "").empty() ||
       !json_string(model, "end_of_word_suffix", "").empty()) {
     fail_input("tokenizer.json: BPE continuing_subword_prefix / end_of_word_suffix are not supported");
   }
+  if (!data.has_vocab) fail_input("tokenizer.json: BPE model has no vocab object");
+  if (!data.has_merges) fail_input("tokenizer.json: BPE model has no merges array");
   ignore_merges_ = json_bool(model, "ignore_merges", false);
   byte_fallback_ = json_bool(model, "byte_fallback", false);
   fuse_unk_ = json_bool(model, "fuse_unk", false);
 
-  auto vocab_it = model.find("vocab");
-  if (vocab_it == model.end() || !vocab_it->is_object()) fail_input("tokenizer.json: BPE model has no vocab object");
-  symbol_ids_.reserve(vocab_it->size());
-  for (auto it = vocab_it->begin(); it != vocab_it->end(); ++it) {
-    if (!it.value().is_number_integer()) fail_input("tokenizer.json: vocab id of {:?} is not an integer", it.key());
-    int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id > INT32_MAX / 2) fail_input("tokenizer.json: vocab id {} of {:?} is out of range", id, it.key());
+  size_t n_bytes = 0;
+  for (auto& [token, id] : data.vocab) {
+    if (id < 0 || id > INT32_MAX / 2) fail_input("tokenizer.json: vocab id {} of {:?} is out of range", id, token);
     if (static_cast<size_t>(id) >= tokens_.size()) tokens_.resize(static_cast<size_t>(id) + 1);
-    tokens_[static_cast<size_t>(id)] = it.key();
+    n_bytes += token.size();
+    tokens_[static_cast<size_t>(id)] = std::move(token);
   }
+  data.vocab = {};
+  symbol_ids_.reserve(tokens_.size(), n_bytes);
   if (byte_level_) token_bytes_.resize(tokens_.size());
   for (size_t id = 0; id < tokens_.size(); ++id) {
     if (tokens_[id].empty()) continue;
-    std::string key = tokens_[id];
     if (byte_level_) {
-      std::string bytes;
       // A token outside the byte alphabet cannot come out of a byte-level pre-tokenizer: it keeps
       // its id for decoding but is unreachable when encoding.
-      if (!byte_level_decode(tokens_[id], bytes)) continue;
-      token_bytes_[id] = bytes;
-      key = std::move(bytes);
+      if (!byte_level_decode(tokens_[id], token_bytes_[id])) {
+        token_bytes_[id].clear();
+        continue;
+      }
+      symbol_ids_.insert(token_bytes_[id], static_cast<int32_t>(id));
+    } else {
+      symbol_ids_.insert(tokens_[id], static_cast<int32_t>(id));
     }
-    symbol_ids_.emplace(std::move(key), static_cast<int32_t>(id));
   }
 
   byte_ids_.fill(-1);
   fallback_ids_.fill(-1);
   for (int b = 0; b < 256; ++b) {
-    if (byte_level_) {
-      if (auto it = symbol_ids_.find(std::string_view(std::string(1, static_cast<char>(b)))); it != symbol_ids_.end())
-        byte_ids_[b] = it->second;
-    }
-    if (byte_fallback_) {
-      if (auto it = symbol_ids_.find(std::string_view(fmt::format("<0x{:02X}>", b))); it != symbol_ids_.end())
-        fallback_ids_[b] = it->second;
-    }
+    char c = static_cast<char>(b);
+    if (byte_level_) byte_ids_[b] = symbol_ids_.find(std::string_view(&c, 1)).value_or(-1);
+    if (byte_fallback_) fallback_ids_[b] = symbol_ids_.find(fmt::format("<0x{:02X}>", b)).value_or(-1);
   }
   std::string unk = json_string(model, "unk_token", "");
   if (!unk.empty()) {
-    auto it = symbol_ids_.find(std::string_view(byte_level_ ? std::string() : unk));
+    std::string key = unk;
     if (byte_level_) {
-      std::string bytes;
-      if (byte_level_decode(unk, bytes)) it = symbol_ids_.find(std::string_view(bytes));
+      key.clear();
+      byte_level_decode(unk, key);
     }
-    if (it == symbol_ids_.end()) fail_input("tokenizer.json: unk_token {:?} is not in the vocabulary", unk);
-    unk_id_ = it->second;
+    unk_id_ = symbol_ids_.find(key);
+    if (!unk_id_) fail_input("tokenizer.json: unk_token {:?} is not in the vocabulary", unk);
   }
 
-  const auto& merges = json_array(model, "merges", "BPE model");
-  merges_ = std::make_unique<MergeTable>(merges.size());
-  auto symbol_id = [&](const std::string& token, size_t rank) {
-    std::string key = token;
+  merges_ = std::make_unique<MergeTable>(data.merges.size());
+  std::string key;
+  auto symbol_id = [&](std::string_view token, size_t rank) {
+    std::string_view lookup = token;
     if (byte_level_) {
       key.clear();
       byte_level_decode(token, key);
+      lookup = key;
     }
-    auto it = symbol_ids_.find(std::string_view(key));
-    if (it == symbol_ids_.end()) fail_input("tokenizer.json: merge {} uses {:?}, which is not in the vocabulary", rank, token);
-    return it->second;
+    auto id = symbol_ids_.find(lookup);
+    if (!id) fail_input("tokenizer.json: merge {} uses {:?}, which is not in the vocabulary", rank, token);
+    return *id;
   };
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    auto [left, right] = parse_merge(merges[rank], rank);
+  std::string merged;
+  for (size_t rank = 0; rank < data.merges.size(); ++rank) {
+    const auto& [left, right] = data.merges[rank];
     int32_t left_id = symbol_id(left, rank);
     int32_t right_id = symbol_id(right, rank);
-    int32_t merged_id = symbol_id(left + right, rank);
+    merged.assign(left).append(right);
+    int32_t merged_id = symbol_id(merged, rank);
     merges_->insert(left_id, right_id, static_cast<int32_t>(rank), merged_id);
   }
 }
 
 BpeModel::~BpeModel() = default;
 
+std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
+  std::optional<int32_t> id;
+  if (byte_level_) {
+    std::string bytes;
+    if (byte_level_decode(token, bytes)) id = symbol_ids_.find(bytes);
+  } else {
+    id = symbol_ids_.find(token);
+  }
+  if (id && tokens_[static_cast<size_t>(*id)] == token) return id;
+  // Tokens outside the byte alphabet are not in the symbol table: scan (rare, not a hot path).
+  if (byte_level_) {
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      if (token_bytes_[i].empty() && !tokens_[i].empty() && tokens_[i] == token) return static_cast<int32_t>(i);
+    }
+  }
+  return std::nullopt;
+}
+
 void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
   if (piece.empty()) return;
   if (ignore_merges_) {
-    if (auto it = symbol_ids_.find(piece); it != symbol_ids_.end()) {
-      out.push_back(it->second);
+    if (auto id = symbol_ids_.find(piece)) {
+      out.push_back(*id);
       return;
     }
   }
-  if (cache_->get(piece, out)) return;
+  if (piece.size() == 1 && byte_level_ && byte_ids_[static_cast<unsigned char>(piece[0])] >= 0) {
+    out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+    return;
+  }
+  uint64_t hash = bpe_hash_bytes(piece);
+  if (cache_->get(piece, hash, out)) return;
   size_t first = out.size();
   merge_word(piece, out);
-  cache_->put(piece, out.data() + first, out.size() - first);
+  cache_->put(piece, hash, out.data() + first, out.size() - first);
 }
 
 void BpeModel::emit_unknown(std::string_view bytes, std::vector<int32_t>& out) const {
@@ -235,8 +264,7 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
     for (size_t pos = 0; pos < word.size();) {
       size_t start = pos;
       pos = std::min(word.size(), pos + utf8_sequence_bytes(static_cast<unsigned char>(word[pos])));
-      auto it = symbol_ids_.find(word.substr(start, pos - start));
-      ids.push_back(it == symbol_ids_.end() ? -1 : it->second);
+      ids.push_back(symbol_ids_.find(word.substr(start, pos - start)).value_or(-1));
       ends.push_back(static_cast<uint32_t>(pos));
     }
   }

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "text/bpe_string_table.h"
+
 namespace flare::text {
 
 struct StringHash {
@@ -28,15 +30,26 @@ struct StringHash {
 };
 using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
+// The bulky parts of a BPE model, read by a streaming parser instead of a JSON document.
+struct BpeData {
+  std::vector<std::pair<std::string, int64_t>> vocab;          // token -> id, file order
+  std::vector<std::pair<std::string, std::string>> merges;     // rank order
+  bool has_vocab = false;
+  bool has_merges = false;
+};
+
 class BpeModel {
  public:
+  // `model`: the "model" object (its vocab and merges already moved into `data`).
   // `byte_level`: the pre-tokenizer hands raw bytes and the vocabulary uses the GPT-2 alphabet.
-  BpeModel(const nlohmann::json& model, bool byte_level);
+  BpeModel(const nlohmann::json& model, BpeData data, bool byte_level);
   ~BpeModel();
 
   // Appends the ids of one pre-tokenized piece to `out`.
   void encode(std::string_view piece, std::vector<int32_t>& out) const;
 
+  // The id of a token written as in tokenizer.json.
+  std::optional<int32_t> token_to_id(std::string_view token) const;
   // The vocabulary in its tokenizer.json form (index = id; empty for ids the model lacks).
   const std::vector<std::string>& tokens() const { return tokens_; }
   std::optional<int32_t> unk_id() const { return unk_id_; }
@@ -59,7 +72,7 @@ class BpeModel {
   std::optional<int32_t> unk_id_;
   std::vector<std::string> tokens_;       // id -> token as written in tokenizer.json
   std::vector<std::string> token_bytes_;  // id -> raw bytes (byte-level only)
-  StringIdMap symbol_ids_;                // token in the model's symbol domain -> id
+  StringTable symbol_ids_;                // token in the model's symbol domain -> id
   std::array<int32_t, 256> byte_ids_{};   // byte-level: id of each single byte (-1 if none)
   std::array<int32_t, 256> fallback_ids_{};  // byte_fallback: id of "<0xNN>" (-1 if none)
   std::unique_ptr<MergeTable> merges_;

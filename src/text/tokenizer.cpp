@@ -68,6 +68,11 @@ void Tokenizer::Impl::encode_section(std::string_view text, bool first_section, 
   }
 }
 
+std::optional<int32_t> Tokenizer::Impl::token_id(std::string_view token) const {
+  if (auto id = token_ids.find(token)) return id;
+  return model->token_to_id(token);
+}
+
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
@@ -149,9 +154,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  auto it = impl_->token_ids.find(token);
-  if (it == impl_->token_ids.end()) return std::nullopt;
-  return it->second;
+  return impl_->token_id(token);
 }
 
 std::string Tokenizer::id_to_token(int32_t id) const {

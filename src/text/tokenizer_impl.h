@@ -30,7 +30,7 @@ struct Tokenizer::Impl {
 
   std::vector<std::string> id_tokens;     // id -> token string (vocabulary and added tokens)
   std::vector<uint8_t> id_flags;          // kSpecial | kAdded
-  StringIdMap token_ids;                  // token string -> id
+  StringTable token_ids;                  // added token content -> id (the model has the rest)
   static constexpr uint8_t kSpecial = 1;
   static constexpr uint8_t kAdded = 2;
 
@@ -47,6 +47,7 @@ struct Tokenizer::Impl {
   std::vector<std::pair<std::string, std::string>> chat_templates;
   std::vector<std::string> additional_special_tokens;
 
+  std::optional<int32_t> token_id(std::string_view token) const;
   void encode_section(std::string_view text, bool first_section, std::vector<int32_t>& out) const;
 };
 

@@ -23,3 +23,12 @@ Regex json_pattern(const nlohmann::json& config, std::string_view what);
 Regex json_pattern(const nlohmann::json& config, std::string_view what, std::string* literal);
 
 }  // namespace flare::text
+
+namespace flare::text {
+
+struct BpeData;
+// Parses tokenizer.json. model.vocab and model.merges (hundreds of thousands of entries) are
+// streamed into `data` instead of the document, where they are left as null.
+nlohmann::json parse_tokenizer_document(std::string_view text, BpeData& data);
+
+}  // namespace flare::text

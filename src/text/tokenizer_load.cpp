@@ -171,12 +171,7 @@ void build_vocabulary(Tokenizer::Impl& m) {
   for (const auto& t : m.added_tokens) size = std::max(size, static_cast<size_t>(t.id) + 1);
   m.id_tokens.assign(size, std::string());
   m.id_flags.assign(size, 0);
-  m.token_ids.reserve(size);
-  for (size_t id = 0; id < model_tokens.size(); ++id) {
-    if (model_tokens[id].empty()) continue;
-    m.id_tokens[id] = model_tokens[id];
-    m.token_ids.emplace(model_tokens[id], static_cast<int32_t>(id));
-  }
+  for (size_t id = 0; id < model_tokens.size(); ++id) m.id_tokens[id] = model_tokens[id];
   for (const auto& t : m.added_tokens) {
     m.id_tokens[static_cast<size_t>(t.id)] = t.content;
     m.id_flags[static_cast<size_t>(t.id)] |= Tokenizer::Impl::kAdded | (t.special ? Tokenizer::Impl::kSpecial : 0);
@@ -205,7 +200,8 @@ void build_matchers(Tokenizer::Impl& m) {
 
 std::unique_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json, std::string_view config_json) {
   auto m = std::make_unique<Tokenizer::Impl>();
-  nlohmann::json root = parse_json(tokenizer_json, "tokenizer.json");
+  BpeData bpe_data;
+  nlohmann::json root = parse_tokenizer_document(tokenizer_json, bpe_data);
   nlohmann::json config = config_json.empty() ? nlohmann::json::object() : parse_json(config_json, "tokenizer_config.json");
   m->config_json = std::string(config_json);
 
@@ -219,15 +215,14 @@ std::unique_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json
   m->pre = make_pre_tokenizer(root.value("pre_tokenizer", nlohmann::json()));
   m->decoder = make_decoder(root.value("decoder", nlohmann::json()));
   parse_post_processor(root.value("post_processor", nlohmann::json()), *m);
-  m->model = std::make_unique<BpeModel>(root["model"], m->pre.byte_level);
+  m->model = std::make_unique<BpeModel>(root["model"], std::move(bpe_data), m->pre.byte_level);
   m->added_tokens = parse_added_tokens(root);
   root = nlohmann::json();  // release the parsed document before building the maps
 
   build_vocabulary(*m);
   auto lookup = [&](const std::string& token) -> std::optional<int32_t> {
     if (token.empty()) return std::nullopt;
-    auto it = m->token_ids.find(token);
-    return it == m->token_ids.end() ? std::nullopt : std::optional<int32_t>(it->second);
+    return m->token_id(token);
   };
   m->bos_token = config_token(config, "bos_token");
   m->eos_token = config_token(config, "eos_token");

@@ -146,10 +146,16 @@ std::string unicode_normalize(std::string_view text, NormalForm form) {
     case NormalForm::nfkc: options = UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
     case NormalForm::nfkd: options = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
-  // Fast path: pure ASCII is invariant under every normal form.
-  bool ascii = true;
-  for (unsigned char c : text) ascii &= c < 0x80;
-  if (ascii) return std::string(text);
+  // Fast paths: ASCII is invariant under every normal form, and text below U+0300 (no
+  // combining marks, nothing that decomposes canonically there) under NFC.
+  unsigned char max_byte = 0;
+  for (unsigned char c : text) max_byte |= c;
+  if (max_byte < 0x80) return std::string(text);
+  if (form == NormalForm::nfc) {
+    bool below_combining = true;
+    for (size_t pos = 0; pos < text.size() && below_combining;) below_combining = utf8_next(text, pos) < 0x300;
+    if (below_combining) return std::string(text);
+  }
   utf8proc_uint8_t* result = nullptr;
   utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
                                     static_cast<utf8proc_ssize_t>(text.size()), &result,
