@@ -4,6 +4,7 @@
 //   bench/cpu_forward: cpu_forward_bench [--threads N] [--prefill 512] [--decode 64]
 // Prints the measured read bandwidth, prefill tokens/s, batch-1 decode tokens/s and the bound.
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -127,23 +128,29 @@ int main(int argc, char** argv) {
   const double bandwidth = read_bandwidth_gbs(backend.n_threads());
   flare::helios::SequencePages seq(pool, page_size);
   auto start = Clock::now();
+  std::clock_t cpu_start = std::clock();
   auto logits = run_step(seq, prompt);
   const double prefill_s = seconds_since(start);
+  const double prefill_cpu_s = double(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   start = Clock::now();
+  cpu_start = std::clock();
   for (int i = 0; i < n_decode; ++i) {
     const auto next = std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     logits = run_step(seq, std::vector<std::int32_t>{next});
   }
   const double decode_s = seconds_since(start);
+  const double decode_cpu_s = double(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   const double decode_tps = n_decode / decode_s;
   const double bound_tps = bandwidth * 1e9 / weight_bytes;
   std::printf("model: %.1fM parameters (%.0f MB of BF16 weights read per decode step), %d threads, avx2 %s\n",
               spec.n_parameters() / 1e6, weight_bytes / 1e6, backend.n_threads(),
               __builtin_cpu_supports("avx2") ? "yes" : "no");
   std::printf("read bandwidth: %.1f GB/s -> decode bound %.1f tokens/s\n", bandwidth, bound_tps);
-  std::printf("prefill: %d tokens in %.2f s = %.1f tokens/s (%.1f GFLOP/s in GEMMs)\n", n_prefill, prefill_s,
-              n_prefill / prefill_s, 2.0 * weight_bytes / 2.0 * n_prefill / prefill_s / 1e9);
-  std::printf("decode (batch 1, context %d..%d): %.1f tokens/s = %.0f%% of the bandwidth bound\n", n_prefill,
-              n_prefill + n_decode, decode_tps, 100.0 * decode_tps / bound_tps);
+  std::printf("prefill: %d tokens in %.2f s = %.1f tokens/s (%.1f GFLOP/s in GEMMs; %.2f CPU-s = %.1f%% of %d threads busy)\n",
+              n_prefill, prefill_s, n_prefill / prefill_s, 2.0 * weight_bytes / 2.0 * n_prefill / prefill_s / 1e9,
+              prefill_cpu_s, 100.0 * prefill_cpu_s / prefill_s / backend.n_threads(), backend.n_threads());
+  std::printf("decode (batch 1, context %d..%d): %.1f tokens/s = %.0f%% of the bandwidth bound (%.2f CPU-s = %.1f%% of %d threads busy)\n",
+              n_prefill, n_prefill + n_decode, decode_tps, 100.0 * decode_tps / bound_tps, decode_cpu_s,
+              100.0 * decode_cpu_s / decode_s / backend.n_threads(), backend.n_threads());
   return 0;
 }
