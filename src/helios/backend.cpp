@@ -4,6 +4,21 @@
 #include "common/error.h"
 
 namespace flare::helios {
+namespace {
+
+// A non-owning Buffer over a range of device memory, so download() can read a tensor view.
+class HostView final : public Buffer {
+ public:
+  HostView(void* data, std::size_t size_bytes) : data_(data), size_(size_bytes) {}
+  void* data() const override { return data_; }
+  std::size_t size_bytes() const override { return size_; }
+
+ private:
+  void* data_;
+  std::size_t size_;
+};
+
+}  // namespace
 
 Tensor Tensor::of(const Buffer& buffer, DType dtype, std::int64_t rows, std::int64_t cols) {
   if (std::size_t(rows * cols) * dtype_size_bytes(dtype) > buffer.size_bytes()) {
@@ -30,6 +45,24 @@ Tensor Tensor::slice_rows(std::int64_t begin, std::int64_t n) const {
 std::size_t KvCacheLayout::page_bytes() const {
   return 2 * std::size_t(page_size_tokens) * std::size_t(n_kv_heads) * std::size_t(head_dim) *
          dtype_size_bytes(dtype);
+}
+
+std::vector<SampledToken> Backend::sample(const Tensor& logits, std::span<const SampleRequest> requests) {
+  if (logits.dtype != DType::f32 || std::int64_t(requests.size()) != logits.rows) {
+    fail(ExitCode::failure, "internal: sampling {} requests from {} {} logits rows", requests.size(), logits.rows,
+         dtype_name(logits.dtype));
+  }
+  std::vector<float> row(static_cast<std::size_t>(logits.cols));
+  std::vector<SampledToken> out;
+  out.reserve(requests.size());
+  for (std::size_t r = 0; r < requests.size(); ++r) {
+    const auto* src = static_cast<const char*>(logits.data) + std::int64_t(r) * logits.stride * 4;
+    // Tensor views hold device addresses; a host copy goes through the backend's download path.
+    HostView view{const_cast<char*>(src), row.size() * sizeof(float)};
+    download(view, 0, row.data(), row.size() * sizeof(float));
+    out.push_back(sample_token(row, *requests[r].params, requests[r].history, requests[r].output_index));
+  }
+  return out;
 }
 
 KvCache Backend::allocate_kv_cache(const KvCacheLayout& layout) {

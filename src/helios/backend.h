@@ -18,7 +18,10 @@
 #include <span>
 #include <string_view>
 
+#include <vector>
+
 #include "helios/dtype.h"
+#include "helios/sampling.h"
 #include "helios/step.h"
 
 namespace flare::helios {
@@ -85,6 +88,14 @@ struct AttentionParams {
   std::int32_t sliding_window = 0;   // 0: full causal; W: a token sees the last W positions
 };
 
+// One logits row's sampling request: its parameters, the request's tokens so far (penalties), and
+// the index of the token being generated (the counter of the seeded draw).
+struct SampleRequest {
+  const SamplingParams* params = nullptr;
+  TokenHistory history;
+  std::uint64_t output_index = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -122,6 +133,11 @@ class Backend {
   virtual void swiglu(const Tensor& gate_up, Tensor out) = 0;
   // out[i] = x[i-th token whose logits the step wants], out [n_logit_rows, cols].
   virtual void gather_logit_rows(const Tensor& x, Tensor out) = 0;
+
+  // Samples one token per logits row (logits [n_rows, vocab] F32, one request per row) with the
+  // semantics of sampling.h. The default downloads the logits and samples on the host; a device
+  // backend samples where the logits are and returns the same tokens.
+  virtual std::vector<SampledToken> sample(const Tensor& logits, std::span<const SampleRequest> requests);
 };
 
 }  // namespace flare::helios

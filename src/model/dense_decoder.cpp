@@ -5,6 +5,7 @@
 //   h = rms_norm(x += o); gate_up = h Wgu; act = silu(gate) * up; mlp = act Wdown
 // and finally x += mlp, rms_norm, the rows whose logits are wanted, lm_head -> F32 logits.
 // Intermediate tensors are named fields of Scratch so any of them can be dumped when debugging.
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
@@ -128,14 +129,21 @@ void Model::mlp_block(std::int32_t layer) {
 }
 
 std::vector<float> Model::forward(const helios::Step& step, helios::KvCache& cache) {
+  forward_logits(step, cache);
+  std::vector<float> logits(std::size_t(step.n_logit_rows()) * std::size_t(spec_.vocab_size));
+  if (!logits.empty()) backend_.download(*scratch_->logits, 0, logits.data(), logits.size() * sizeof(float));
+  return logits;
+}
+
+Tensor Model::forward_logits(const helios::Step& step, helios::KvCache& cache) {
   if (cache.layout.n_layers != spec_.n_layers || cache.layout.n_kv_heads != spec_.n_kv_heads ||
       cache.layout.head_dim != spec_.head_dim) {
     fail(ExitCode::failure, "internal: KV cache layout does not match the model");
   }
   const std::int32_t n = step.n_tokens();
   const std::int32_t n_logits = step.n_logit_rows();
-  if (n == 0) return {};
-  reserve(n, n_logits, step.n_rows());
+  reserve(std::max(n, 1), std::max(n_logits, 1), std::max(step.n_rows(), 1));
+  if (n == 0) return Tensor::of(*scratch_->logits, DType::f32, 0, spec_.vocab_size);
   backend_.begin_step(step, cache);
   Scratch& s = *scratch_;
   const helios::RotaryParams rope = rotary_for(step);
@@ -152,14 +160,12 @@ std::vector<float> Model::forward(const helios::Step& step, helios::KvCache& cac
     mlp_block(layer);
   }
   backend_.rms_norm(s.delta_t, &s.x_t, weights_.final_norm, spec_.rms_norm_eps, s.h_t);
-  std::vector<float> logits(std::size_t(n_logits) * std::size_t(spec_.vocab_size));
-  if (n_logits == 0) return logits;
-  const Tensor logit_in = Tensor::of(*s.logit_in, backend_.activation_dtype(), n_logits, spec_.hidden_size);
   const Tensor logits_t = Tensor::of(*s.logits, DType::f32, n_logits, spec_.vocab_size);
+  if (n_logits == 0) return logits_t;
+  const Tensor logit_in = Tensor::of(*s.logit_in, backend_.activation_dtype(), n_logits, spec_.hidden_size);
   backend_.gather_logit_rows(s.h_t, logit_in);
   backend_.linear(logit_in, weights_.lm_head, nullptr, logits_t);
-  backend_.download(*s.logits, 0, logits.data(), logits.size() * sizeof(float));
-  return logits;
+  return logits_t;
 }
 
 }  // namespace flare::model

@@ -55,6 +55,9 @@ class Model {
   // Runs one step over the batch (prefill chunks and decode rows alike) and returns the logits of
   // the tokens the step asks for: [step.n_logit_rows(), vocab_size] F32, row-major, on the host.
   std::vector<float> forward(const helios::Step& step, helios::KvCache& cache);
+  // The same, leaving the logits on the device: [step.n_logit_rows(), vocab_size] F32, valid until
+  // the next forward. Pair with Backend::sample to sample without copying logits to the host.
+  helios::Tensor forward_logits(const helios::Step& step, helios::KvCache& cache);
 
  private:
   struct Scratch;

@@ -56,6 +56,7 @@ struct Runner {
   helios::KvCache cache;
   std::unique_ptr<helios::PagePool> pool;
   std::int32_t page_size = 4;
+  helios::Tensor last_logits_;
 
   explicit Runner(const std::filesystem::path& dir, helios::DType kv = helios::DType::f32, std::int32_t n_pages = 256,
                   std::int32_t page_size_tokens = 4, int n_threads = 2)
@@ -86,8 +87,14 @@ struct Runner {
       step.rows.push_back(row);
     }
     if (!copies.empty()) backend->kv_copy_pages(cache, copies);
-    return model->forward(step, cache);
+    last_logits_ = model->forward_logits(step, cache);
+    std::vector<float> out(std::size_t(last_logits_.rows * last_logits_.cols));
+    std::memcpy(out.data(), last_logits_.data, out.size() * sizeof(float));  // CPU backend: host memory
+    return out;
   }
+
+  // The last step's logits, still on the backend.
+  const helios::Tensor& last_logits() const { return last_logits_; }
 
   // Prefill in chunks of `chunk` tokens (0: one shot); returns all positions' logits.
   std::vector<float> prefill(helios::SequencePages& seq, const std::vector<std::int32_t>& prompt, std::size_t chunk = 0) {
