@@ -1,0 +1,95 @@
+// LocalEngine: the flare::engine::Engine of one device. One engine thread owns the StepRunner
+// (backend, model, KV cache) and the Scheduler (pages, prefix cache); HTTP threads call submit(),
+// cancel() and stats(), which only touch a mutex-protected inbox and a stats snapshot. Each step:
+// schedule -> page copies and forward (StepRunner) -> sample -> outputs to sinks -> retire finished
+// requests, whose pages return to the pool at once. Sinks are called on the engine thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_options.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "helios/backend.h"
+#include "helios/step.h"
+
+namespace flare::engine {
+
+// What the engine needs from a model: run one step over the KV cache. Called on the engine thread.
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual std::int32_t vocab_size() const = 0;
+  // Runs `copies` (copy-on-write of shared KV pages) and then the step; writes the logits of the
+  // rows' requested positions, [step.n_logit_rows(), vocab_size] f32, into `logits`.
+  virtual void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) = 0;
+};
+
+class LocalEngine final : public Engine {
+ public:
+  // Validates the options (flare::Error, usage) and starts the engine thread.
+  LocalEngine(const EngineOptions& options, std::unique_ptr<StepRunner> runner);
+  // Stops the thread; requests still in flight receive a final `abort` output.
+  ~LocalEngine() override;
+
+  // Throws flare::Error (usage) for a malformed request (empty prompt, token ids outside the
+  // vocabulary, sampling parameters out of range); capacity answers come back as `rejected`.
+  SubmitResult submit(GenerationRequest request, std::shared_ptr<OutputSink> sink) override;
+  void cancel(RequestHandle handle) override;
+  void cancel_choice(RequestHandle handle, std::int32_t choice_index) override;
+  EngineStats stats() const override;
+  SchedulerCounters counters() const;
+
+  // Blocks until no request is queued or running (tests, shutdown drains).
+  void wait_idle();
+
+ private:
+  struct Submission {
+    RequestHandle handle = 0;
+    GenerationRequest request;
+    helios::SamplingParams sampling;
+    double submit_ms = 0.0;
+  };
+  struct Cancellation {
+    RequestHandle handle = 0;
+    std::int32_t choice_index = -1;  // -1: every choice
+  };
+
+  void loop();
+  void drain_inbox(std::deque<Submission>& submissions, std::deque<Cancellation>& cancels);
+  void deliver(std::vector<RequestOutputs> outputs);
+  void run_step(const StepPlan& plan);
+  void publish_stats();
+  double now_ms() const;
+
+  const EngineOptions options_;
+  std::unique_ptr<StepRunner> runner_;
+  Scheduler scheduler_;  // engine thread only
+  std::vector<float> logits_;
+  std::unordered_map<RequestHandle, std::shared_ptr<OutputSink>> sinks_;  // engine thread only
+  const std::chrono::steady_clock::time_point start_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::deque<Submission> inbox_;
+  std::deque<Cancellation> cancels_;
+  std::unordered_map<RequestHandle, std::shared_ptr<OutputSink>> new_sinks_;
+  std::int64_t n_in_flight_ = 0;  // submitted and not yet finished
+  bool stopping_ = false;
+  EngineStats stats_;
+  SchedulerCounters counters_;
+  std::atomic<RequestHandle> next_handle_{1};
+  std::thread thread_;
+};
+
+}  // namespace flare::engine

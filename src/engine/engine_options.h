@@ -1,0 +1,50 @@
+// Engine settings (spec cli-design 3.2): concurrency, prefill chunk, KV geometry, context limit,
+// scheduler policy and terminal-value coefficients, end-of-sequence ids. `flare run` derives them
+// from flags, configuration and the package; tests set them directly. Plain data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flare::engine {
+
+// balanced: decode rows first every step (steady output cadence), prefill chunks fill the rest of
+// the token budget. throughput: prefill chunks and admissions first (the batch fills sooner, output
+// comes in larger bursts); a row skipped in one step goes first in the next (token-service
+// fairness, no row waits two steps in a row).
+enum class SchedulerPolicy : std::uint8_t { balanced, throughput };
+
+SchedulerPolicy scheduler_policy_parse(std::string_view text);  // "balanced" | "throughput"
+const char* scheduler_policy_name(SchedulerPolicy policy);
+
+struct EngineOptions {
+  std::int32_t max_concurrency = 8;          // active choices (rows) at once
+  std::int32_t prefill_chunk_tokens = 2048;  // most tokens one row computes in a step
+  std::int32_t page_size_tokens = 16;
+  std::int32_t n_pages = 4096;               // KV pages shared by requests and prefix checkpoints
+  std::int32_t context_limit = 8192;         // prompt + generated tokens per choice
+  std::int32_t max_waiting = 1024;           // queued requests; beyond: rejected, retry later
+  std::int32_t prefix_checkpoints_per_slot = 8;  // prefix-cache checkpoints per concurrency slot
+  SchedulerPolicy scheduler_policy = SchedulerPolicy::balanced;
+  // Terminal retirement (spec 3.2): a row whose next token certainly finishes its choice is worth
+  // terminal_value prompt-token units plus terminal_age_price * (ms since that was observed)^2;
+  // the value orders such rows ahead of others of their class. Zero disables a term.
+  double terminal_value = 256.0;
+  double terminal_age_price = 1.0;
+  std::vector<std::int32_t> eos_token_ids;   // finish a choice unless the request ignores EOS
+  std::uint64_t seed = 0x5eed;               // seeds of requests without one derive from this
+  // Settings named by capacity rejections that a larger KV pool would fit.
+  std::string kv_capacity_options = "--kv-cache-limit memory, a larger --memory-limit";
+
+  // Tokens computed in one step over all rows: the prefill chunk, and at least one per slot.
+  std::int32_t step_token_budget() const {
+    return prefill_chunk_tokens > max_concurrency ? prefill_chunk_tokens : max_concurrency;
+  }
+};
+
+// Throws flare::Error (usage) naming the first setting out of range.
+void engine_options_validate(const EngineOptions& options);
+
+}  // namespace flare::engine

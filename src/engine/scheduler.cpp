@@ -1,0 +1,244 @@
+// Continuous batching: candidates, ordering, page allocation, preemption and the step plan
+// (see scheduler.h). Sampling and outputs are in scheduler_apply.cpp.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "engine/scheduler_state.h"
+
+namespace flare::engine {
+
+namespace {
+
+const EngineOptions& validated(const EngineOptions& options) {
+  engine_options_validate(options);
+  return options;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const EngineOptions& options) : options_(validated(options)), pool_(options.n_pages) {
+  prefix_cache_ = std::make_unique<PrefixCache>(pool_, options.page_size_tokens,
+                                                options.max_concurrency * options.prefix_checkpoints_per_slot);
+}
+
+Scheduler::~Scheduler() {
+  running_.clear();  // sequences release their pages before the pool goes away
+  waiting_.clear();
+  prefix_cache_.reset();
+}
+
+void Scheduler::add(RequestHandle handle, GenerationRequest request, helios::SamplingParams sampling, double now_ms) {
+  auto r = std::make_unique<Request>();
+  r->handle = handle;
+  r->sampling = std::move(sampling);
+  r->arrival = ++arrival_counter_;
+  r->arrival_ms = now_ms;
+  const std::int32_t n = std::max(request.n, 1);
+  r->request = std::move(request);
+  r->choices.reserve(std::size_t(n));
+  for (std::int32_t i = 0; i < n; ++i) r->choices.emplace_back(pool_, options_.page_size_tokens, i);
+  waiting_.push_back(std::move(r));
+}
+
+Scheduler::Request* Scheduler::find(RequestHandle handle) {
+  for (auto* list : {&running_, &waiting_}) {
+    for (auto& r : *list) {
+      if (r->handle == handle) return r.get();
+    }
+  }
+  return nullptr;
+}
+
+std::int32_t Scheduler::n_active_choices() const {
+  std::int32_t n = 0;
+  for (const auto& r : running_) n += r->n_active();
+  return n;
+}
+
+void Scheduler::remove(Request& request) {
+  for (auto* list : {&running_, &waiting_}) {
+    auto it = std::find_if(list->begin(), list->end(), [&](const auto& r) { return r.get() == &request; });
+    if (it != list->end()) {
+      list->erase(it);
+      return;
+    }
+  }
+}
+
+std::vector<Scheduler::Candidate> Scheduler::candidates(double now_ms) {
+  const bool throughput = options_.scheduler_policy == SchedulerPolicy::throughput;
+  std::vector<Candidate> out;
+  for (auto& r : running_) {
+    for (auto& c : r->choices) {
+      if (!c.active() || !c.forked) continue;
+      const std::int32_t pending = r->target(c) - c.n_computed;
+      if (pending <= 0) continue;
+      Candidate cand{r.get(), &c, false, 0, 0.0, r->admission * 1024 + c.index};
+      const bool decode = pending == 1 && c.n_computed >= r->n_prompt();
+      double value = 0.0;
+      if (decode && r->terminal_next(c, options_.context_limit)) {
+        if (c.terminal_since_ms < 0) c.terminal_since_ms = now_ms;
+        const double age_ms = now_ms - c.terminal_since_ms;
+        value = options_.terminal_value + options_.terminal_age_price * age_ms * age_ms;
+      }
+      cand.value = value;
+      if (throughput) {
+        cand.rank = c.n_skipped_steps > 0 || value > 0 ? 4 : decode ? 1 : 3;
+      } else {
+        cand.rank = decode ? 3 : 2;
+      }
+      out.push_back(cand);
+    }
+  }
+  // Admissions in arrival order while concurrency slots remain; the head blocks the rest (FIFO).
+  std::int32_t room = options_.max_concurrency - n_active_choices();
+  for (auto& r : waiting_) {
+    if (r->n_active() > room) break;
+    room -= r->n_active();
+    out.push_back(Candidate{r.get(), nullptr, true, throughput ? 2 : 1, 0.0, r->arrival * 1024});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.rank != b.rank) return a.rank > b.rank;
+    if (a.value != b.value) return a.value > b.value;
+    return a.order < b.order;
+  });
+  return out;
+}
+
+void Scheduler::admit(Request& r) {
+  Choice& lead = *r.lead();
+  // A lone choice may reuse its whole known history (answer checkpoints); choices that fork
+  // share only the prompt. Prompt logprobs need every prompt position computed.
+  std::vector<TokenId> tokens = r.request.prompt_token_ids;
+  r.all_forked = r.n_active() == 1;
+  if (r.all_forked) tokens.insert(tokens.end(), lead.generated.begin(), lead.generated.end());
+  const bool may_reuse = !r.request.prompt_logprobs || r.prompt_logprobs_sent;
+  lead.pages = may_reuse ? prefix_cache_->lookup(tokens, std::int32_t(tokens.size()) - 1)
+                         : helios::SequencePages(pool_, options_.page_size_tokens);
+  lead.n_computed = lead.pages.n_tokens();
+  lead.forked = true;
+  if (r.n_cached_prompt_tokens < 0) {
+    r.n_cached_prompt_tokens = std::min(lead.n_computed, r.n_prompt());
+    counters_.n_prefix_queried_tokens += r.n_prompt();
+    counters_.n_prefix_hit_tokens += r.n_cached_prompt_tokens;
+  }
+  r.running = true;
+  r.admission = ++admission_counter_;
+  auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == &r; });
+  running_.push_back(std::move(*it));
+  waiting_.erase(it);
+}
+
+void Scheduler::preempt(Request& r) {
+  for (auto& c : r.choices) {
+    c.pages.free();
+    c.n_computed = 0;
+    c.forked = false;
+    c.n_skipped_steps = 0;
+  }
+  r.all_forked = false;
+  r.running = false;
+  if (!r.prompt_logprobs_sent) r.prompt_logprobs.clear();
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &r; });
+  auto owned = std::move(*it);
+  running_.erase(it);
+  auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p->arrival > r.arrival; });
+  waiting_.insert(pos, std::move(owned));
+}
+
+bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies,
+                         const std::vector<Request*>& in_step) {
+  const std::int32_t page = options_.page_size_tokens;
+  for (;;) {
+    if (c.pages.append(n_tokens, copies)) return true;
+    const std::int32_t have = c.pages.n_tokens();
+    const auto n_pages_now = std::int32_t(c.pages.pages().size());
+    const std::int32_t n_new = (have + n_tokens + page - 1) / page - n_pages_now + 1;  // +1: copy-on-write
+    if (prefix_cache_->evict_until_free(n_new)) continue;
+    // A prefill chunk shrinks to what the free pages hold before anyone is preempted.
+    const bool shared_tail = have % page != 0 && pool_.ref_count(c.pages.pages().back()) > 1;
+    std::int32_t n_fit = pool_.n_free() * page;
+    if (shared_tail) n_fit -= have % page;
+    else n_fit += n_pages_now * page - have;
+    if (n_fit >= 1 && n_fit < n_tokens) {
+      n_tokens = n_fit;
+      continue;
+    }
+    Request* victim = nullptr;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      Request* candidate = it->get();
+      if (candidate == &r || std::find(in_step.begin(), in_step.end(), candidate) != in_step.end()) continue;
+      if (candidate->n_pages_held() == 0) continue;
+      victim = candidate;
+      break;
+    }
+    if (victim == nullptr) return false;
+    preempt(*victim);
+    ++counters_.n_preemptions;
+  }
+}
+
+void Scheduler::emit_row(StepPlan& plan, Request& r, Choice& c, std::int32_t n_tokens) {
+  const std::int32_t start = c.n_computed;
+  const bool wants_prompt_logprobs = r.request.prompt_logprobs && !r.prompt_logprobs_sent && start < r.n_prompt();
+  const bool samples = start + n_tokens == r.known(c);
+  helios::StepRow row;
+  row.n_tokens = n_tokens;
+  row.start_position = start;
+  row.n_logits = wants_prompt_logprobs ? n_tokens : samples ? 1 : 0;
+  row.first_block = std::int32_t(plan.step.block_tables.size());
+  row.n_blocks = std::int32_t(c.pages.pages().size());
+  for (std::int32_t p = start; p < start + n_tokens; ++p) plan.step.tokens.push_back(r.token_at(c, p));
+  plan.step.block_tables.insert(plan.step.block_tables.end(), c.pages.pages().begin(), c.pages.pages().end());
+  plan.step.rows.push_back(row);
+  plan.rows.push_back(ScheduledRow{r.handle, c.index, n_tokens, row.n_logits});
+}
+
+StepPlan Scheduler::schedule(double now_ms) {
+  StepPlan plan;
+  std::int32_t budget = options_.step_token_budget();
+  std::vector<Request*> in_step;
+  bool admissions_blocked = false;
+  auto cands = candidates(now_ms);
+  for (const Candidate& cand : cands) {
+    Request& r = *cand.request;
+    if (cand.waiting == r.running) continue;  // preempted earlier in this loop
+    if (budget == 0) break;
+    if (cand.waiting) {
+      if (admissions_blocked || n_active_choices() + r.n_active() > options_.max_concurrency) continue;
+      admit(r);
+    }
+    Choice& c = cand.waiting ? *r.lead() : *cand.choice;
+    std::int32_t n = std::min({r.target(c) - c.n_computed, budget, options_.prefill_chunk_tokens});
+    if (n <= 0) continue;
+    if (!allocate(r, c, n, plan.page_copies, in_step)) {
+      if (cand.waiting) {
+        preempt(r);  // back to the queue, in arrival order; later arrivals wait behind it
+        admissions_blocked = true;
+      }
+      continue;
+    }
+    emit_row(plan, r, c, n);
+    budget -= n;
+    if (std::find(in_step.begin(), in_step.end(), &r) == in_step.end()) in_step.push_back(&r);
+  }
+  for (auto& r : running_) {
+    for (auto& c : r->choices) c.n_skipped_steps = 0;
+  }
+  for (const Candidate& cand : cands) {
+    if (cand.choice == nullptr || !cand.request->running) continue;
+    const bool scheduled = std::any_of(plan.rows.begin(), plan.rows.end(), [&](const ScheduledRow& row) {
+      return row.handle == cand.request->handle && row.choice_index == cand.choice->index;
+    });
+    if (!scheduled) ++cand.choice->n_skipped_steps;
+  }
+  if (!plan.empty()) {
+    ++counters_.n_steps;
+    counters_.n_scheduled_tokens += plan.step.n_tokens();
+  }
+  return plan;
+}
+
+}  // namespace flare::engine

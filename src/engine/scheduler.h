@@ -1,0 +1,130 @@
+// The continuous-batching scheduler: pure logic, no threads, no device. As vLLM v1, there is no
+// prefill or decode phase: every choice has known tokens (prompt + generated) and computed tokens
+// (those with KV in the cache), and each step lets rows catch up under one token budget, so a step
+// mixes prefill chunks, decode rows and the recomputation of preempted requests.
+//
+// A request with n choices prefills its prompt once (the lead, its first unfinished choice); when
+// the prompt is computed the other choices fork the lead's pages (copy-on-write of the shared
+// partial page) and all sample their first token from the same logits row.
+//
+// KV pages are allocated per step. When the pool runs dry the scheduler evicts prefix-cache
+// checkpoints, then preempts the most recently admitted request not in this step (its pages return
+// to the pool; it waits again, keeps its generated tokens and recomputes them when readmitted).
+// Finished and cancelled choices free their pages at once, after their answer is checkpointed.
+//
+// schedule() builds the next step; the caller runs its page copies and forward, then hands the
+// logits to apply(), which samples, checks stop conditions and returns the outputs per request.
+// Owned by the engine thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/engine_options.h"
+#include "engine/prefix_cache.h"
+#include "engine/request.h"
+#include "helios/page_pool.h"
+#include "helios/sampling.h"
+#include "helios/step.h"
+
+namespace flare::engine {
+
+// Which choice one row of a step belongs to, and what it computes.
+struct ScheduledRow {
+  RequestHandle handle = 0;
+  std::int32_t choice_index = 0;
+  std::int32_t n_tokens = 0;
+  std::int32_t n_logits = 0;  // logits rows it produces (its last n_logits tokens)
+};
+
+struct StepPlan {
+  helios::Step step;
+  std::vector<helios::PageCopy> page_copies;  // to run before the step (copy-on-write)
+  std::vector<ScheduledRow> rows;             // [n_rows], parallel to step.rows
+  bool empty() const { return rows.empty(); }
+};
+
+// A request's outputs from one apply() or cancel(), in order; the last of a finished request
+// has request_finished set.
+struct RequestOutputs {
+  RequestHandle handle = 0;
+  std::vector<StepOutput> outputs;
+};
+
+struct SchedulerCounters {
+  std::int64_t n_steps = 0;
+  std::int64_t n_preemptions = 0;
+  std::int64_t n_prefix_queried_tokens = 0;
+  std::int64_t n_prefix_hit_tokens = 0;
+  std::int64_t n_scheduled_tokens = 0;
+};
+
+// The generator seed of choice `choice_index` of a request seeded with `seed` (choice 0: seed).
+std::uint64_t scheduler_choice_seed(std::uint64_t seed, std::int32_t choice_index);
+
+class Scheduler {
+ public:
+  explicit Scheduler(const EngineOptions& options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues an admitted request (admission_check passed; sampling carries its resolved seed).
+  void add(RequestHandle handle, GenerationRequest request, helios::SamplingParams sampling, double now_ms);
+  // Retires every choice now; returns the final abort outputs (empty for an unknown handle).
+  std::vector<RequestOutputs> cancel(RequestHandle handle);
+  std::vector<RequestOutputs> cancel_choice(RequestHandle handle, std::int32_t choice_index);
+  // Fails every request with an error output (the step that ran them failed).
+  std::vector<RequestOutputs> fail_all(const std::string& message);
+
+  StepPlan schedule(double now_ms);
+  // logits: [plan.step.n_logit_rows(), vocab_size] f32 in row order.
+  std::vector<RequestOutputs> apply(const StepPlan& plan, std::span<const float> logits, std::int32_t vocab_size);
+
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  std::int64_t n_running() const { return std::int64_t(running_.size()); }
+  std::int64_t n_waiting() const { return std::int64_t(waiting_.size()); }
+  std::int32_t n_active_choices() const;
+  const helios::PagePool& pool() const { return pool_; }
+  const PrefixCache& prefix_cache() const { return *prefix_cache_; }
+  PrefixCache& prefix_cache() { return *prefix_cache_; }
+  const SchedulerCounters& counters() const { return counters_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Choice;
+  struct Request;
+  struct Candidate;
+
+  Request* find(RequestHandle handle);
+  std::vector<Candidate> candidates(double now_ms);
+  bool allocate(Request& request, Choice& choice, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies,
+                const std::vector<Request*>& in_step);
+  void admit(Request& request);
+  void preempt(Request& request);
+  void fork_choices(Request& request, Choice& lead);
+  void emit_row(StepPlan& plan, Request& request, Choice& choice, std::int32_t n_tokens);
+  void sample_choice(Request& request, Choice& choice, std::span<const float> logits);
+  void add_prompt_logprobs(Request& request, std::int32_t first_position, std::int32_t n_logits,
+                           std::span<const float> logits, std::int32_t vocab_size);
+  void finish_choice(Request& request, Choice& choice, FinishReason reason, TokenId stop_token);
+  void collect_outputs(Request& request, std::vector<RequestOutputs>& out);
+  std::vector<RequestOutputs> retire(Request& request, FinishReason reason, const std::string& message);
+  void remove(Request& request);
+
+  EngineOptions options_;
+  helios::PagePool pool_;
+  std::unique_ptr<PrefixCache> prefix_cache_;
+  std::list<std::unique_ptr<Request>> running_;  // in admission order
+  std::list<std::unique_ptr<Request>> waiting_;  // in arrival order
+  std::int64_t admission_counter_ = 0;
+  std::int64_t arrival_counter_ = 0;
+  SchedulerCounters counters_;
+};
+
+}  // namespace flare::engine

@@ -1,0 +1,241 @@
+// After a step: computed counts, prompt checkpoints, the fork of n > 1 choices, sampling, stop
+// conditions, retirement and outputs; and cancellation (see scheduler.h).
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+#include "engine/scheduler.h"
+#include "engine/scheduler_state.h"
+
+namespace flare::engine {
+namespace {
+
+bool contains(const std::vector<TokenId>& ids, TokenId token) {
+  return std::find(ids.begin(), ids.end(), token) != ids.end();
+}
+
+}  // namespace
+
+// Choice 0 keeps the request's seed, so n = 1 and n > 1 agree on it.
+std::uint64_t scheduler_choice_seed(std::uint64_t seed, std::int32_t choice_index) {
+  if (choice_index == 0) return seed;
+  std::uint64_t x = seed + 0x9e3779b97f4a7c15ull * std::uint64_t(choice_index);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+void Scheduler::fork_choices(Request& r, Choice& lead) {
+  for (auto& c : r.choices) {
+    if (&c == &lead || !c.active()) continue;
+    c.pages = lead.pages.fork();
+    c.n_computed = lead.n_computed;
+    c.forked = true;
+  }
+  r.all_forked = true;
+}
+
+void Scheduler::add_prompt_logprobs(Request& r, std::int32_t first_position, std::int32_t n_logits,
+                                    std::span<const float> logits, std::int32_t vocab_size) {
+  if (r.prompt_logprobs.empty() && first_position == 0) {
+    r.prompt_logprobs.push_back(TokenOutput{r.request.prompt_token_ids[0], 0.0f, {}});  // no context: 0
+  }
+  helios::SamplingParams greedy;  // only for the raw logprobs sample_token reports
+  greedy.temperature = 0.0f;
+  greedy.n_top_logprobs = r.request.top_logprobs;
+  for (std::int32_t j = 0; j < n_logits; ++j) {
+    const std::int32_t next = first_position + j + 1;  // the prompt position these logits predict
+    if (next >= r.n_prompt() || next != std::int32_t(r.prompt_logprobs.size())) continue;
+    auto row = logits.subspan(std::size_t(j) * std::size_t(vocab_size), std::size_t(vocab_size));
+    const TokenId token = r.request.prompt_token_ids[std::size_t(next)];
+    const helios::SampledToken top = greedy.n_top_logprobs > 0 ? helios::sample_token(row, greedy, {}, 0)
+                                                                : helios::SampledToken{};
+    float max_logit = -std::numeric_limits<float>::infinity();
+    for (float x : row) max_logit = std::max(max_logit, x);
+    double sum = 0.0;
+    for (float x : row) sum += std::exp(double(x) - max_logit);
+    TokenOutput out{token, float(double(row[std::size_t(token)]) - max_logit - std::log(sum)), {}};
+    for (const auto& [id, logprob] : top.top_logprobs) out.top_logprobs.push_back(TokenLogprob{id, logprob});
+    r.prompt_logprobs.push_back(std::move(out));
+  }
+}
+
+void Scheduler::sample_choice(Request& r, Choice& c, std::span<const float> logits) {
+  helios::SamplingParams params = r.sampling;
+  params.seed = scheduler_choice_seed(r.sampling.seed, c.index);
+  params.n_top_logprobs = r.request.logprobs ? r.request.top_logprobs : 0;
+  const auto n_generated = std::int32_t(c.generated.size());
+  if (n_generated < r.request.min_tokens) {  // as vLLM: stop ids cannot be drawn before min_tokens
+    const float never = -std::numeric_limits<float>::infinity();
+    for (TokenId id : r.request.stop_token_ids) params.logit_bias.emplace_back(id, never);
+    if (!r.request.ignore_eos) {
+      for (TokenId id : options_.eos_token_ids) params.logit_bias.emplace_back(id, never);
+    }
+    const auto vocab = std::int32_t(logits.size());
+    std::erase_if(params.logit_bias, [&](const auto& bias) { return bias.first < 0 || bias.first >= vocab; });
+  }
+  const helios::TokenHistory history{r.request.prompt_token_ids, c.generated};
+  const helios::SampledToken sampled = helios::sample_token(logits, params, history, std::uint64_t(n_generated));
+  c.generated.push_back(sampled.token);
+  TokenOutput out{sampled.token, sampled.logprob, {}};
+  for (const auto& [id, logprob] : sampled.top_logprobs) out.top_logprobs.push_back(TokenLogprob{id, logprob});
+  c.new_tokens.push_back(std::move(out));
+  const auto n_after = n_generated + 1;
+  if (n_after >= r.request.min_tokens) {
+    if (contains(r.request.stop_token_ids, sampled.token) ||
+        (!r.request.ignore_eos && contains(options_.eos_token_ids, sampled.token))) {
+      finish_choice(r, c, FinishReason::stop, sampled.token);
+      return;
+    }
+  }
+  if (n_after >= r.request.max_tokens || r.n_prompt() + n_after >= options_.context_limit) {
+    finish_choice(r, c, FinishReason::length, -1);
+  }
+}
+
+void Scheduler::finish_choice(Request& r, Choice& c, FinishReason reason, TokenId stop_token) {
+  const bool was_lead = &c == r.lead();
+  c.finish = reason;
+  c.stop_token = stop_token;
+  if (c.pages.n_tokens() == 0) return;
+  if (!r.all_forked && was_lead && r.lead() != nullptr) {
+    // The prompt's pages pass to the next lead (before the fork they hold only prompt tokens).
+    Choice& next = *r.lead();
+    next.pages = std::move(c.pages);
+    next.n_computed = c.n_computed;
+    next.forked = true;
+    c.n_computed = 0;
+    if (r.n_active() == 1) r.all_forked = true;
+    return;
+  }
+  // Answer boundary: keep the computed history for a later turn that repeats it.
+  std::vector<TokenId> history = r.request.prompt_token_ids;
+  history.insert(history.end(), c.generated.begin(), c.generated.end());
+  history.resize(std::size_t(std::min<std::int32_t>(c.n_computed, std::int32_t(history.size()))));
+  prefix_cache_->insert(history, c.pages);
+  c.pages.free();
+  c.n_computed = 0;
+}
+
+void Scheduler::collect_outputs(Request& r, std::vector<RequestOutputs>& out) {
+  RequestOutputs outputs{r.handle, {}};
+  Usage usage;
+  usage.n_prompt_tokens = r.n_prompt();
+  usage.n_cached_prompt_tokens = std::max(r.n_cached_prompt_tokens, 0);
+  for (const auto& c : r.choices) usage.n_generated_tokens += std::int32_t(c.generated.size());
+  for (auto& c : r.choices) {
+    const bool report_finish = !c.active() && !c.finish_reported;
+    if (c.new_tokens.empty() && !report_finish) continue;
+    StepOutput o;
+    o.choice_index = c.index;
+    o.tokens = std::move(c.new_tokens);
+    c.new_tokens.clear();
+    if (r.request.prompt_logprobs && !r.prompt_logprobs_sent) {
+      o.prompt_tokens = std::move(r.prompt_logprobs);
+      r.prompt_logprobs.clear();
+      r.prompt_logprobs_sent = true;
+    }
+    if (report_finish) {
+      o.finish_reason = c.finish;
+      o.stop_token_id = c.stop_token;
+      if (c.finish == FinishReason::error) o.error_message = r.error_message;
+      c.finish_reported = true;
+    }
+    o.usage = usage;
+    outputs.outputs.push_back(std::move(o));
+  }
+  if (r.n_active() == 0) {
+    if (outputs.outputs.empty()) {  // every finish was reported already: close the stream
+      StepOutput o;
+      o.choice_index = r.choices.back().index;
+      o.finish_reason = r.choices.back().finish;
+      o.usage = usage;
+      outputs.outputs.push_back(std::move(o));
+    }
+    outputs.outputs.back().request_finished = true;
+    remove(r);  // r is gone from here on
+  }
+  if (!outputs.outputs.empty()) out.push_back(std::move(outputs));
+}
+
+std::vector<RequestOutputs> Scheduler::apply(const StepPlan& plan, std::span<const float> logits,
+                                             std::int32_t vocab_size) {
+  const auto n_logit_rows = std::size_t(plan.step.n_logit_rows());
+  if (vocab_size < 1 || logits.size() != n_logit_rows * std::size_t(vocab_size)) {
+    fail(ExitCode::failure, "internal: {} logits for {} rows of a vocabulary of {}", logits.size(), n_logit_rows,
+         vocab_size);
+  }
+  std::vector<Request*> touched;
+  std::size_t offset = 0;
+  for (const ScheduledRow& row : plan.rows) {
+    auto rows = logits.subspan(offset * std::size_t(vocab_size), std::size_t(row.n_logits) * std::size_t(vocab_size));
+    offset += std::size_t(row.n_logits);
+    Request* r = find(row.handle);
+    if (r == nullptr || !r->running) continue;  // retired between schedule and apply
+    Choice& c = r->choices[std::size_t(row.choice_index)];
+    if (!c.active()) continue;
+    const std::int32_t start = c.n_computed;
+    c.n_computed += row.n_tokens;
+    if (std::find(touched.begin(), touched.end(), r) == touched.end()) touched.push_back(r);
+    if (r->request.prompt_logprobs && !r->prompt_logprobs_sent && row.n_logits > 0) {
+      add_prompt_logprobs(*r, start + row.n_tokens - row.n_logits, row.n_logits, rows, vocab_size);
+    }
+    if (!r->prompt_checkpointed && c.n_computed >= r->n_prompt()) {
+      prefix_cache_->insert(r->request.prompt_token_ids, c.pages);  // prompt boundary
+      r->prompt_checkpointed = true;
+    }
+    const bool forking = !r->all_forked && c.n_computed == r->n_prompt();
+    if (forking) fork_choices(*r, c);
+    if (row.n_logits == 0 || c.n_computed != r->known(c)) continue;
+    auto last = rows.subspan(rows.size() - std::size_t(vocab_size));
+    if (!forking) {
+      sample_choice(*r, c, last);
+      continue;
+    }
+    for (auto& other : r->choices) {  // the fork's first tokens all come from the prompt's logits
+      if (other.active() && other.n_computed == r->known(other)) sample_choice(*r, other, last);
+    }
+  }
+  std::vector<RequestOutputs> out;
+  for (Request* r : touched) collect_outputs(*r, out);
+  return out;
+}
+
+std::vector<RequestOutputs> Scheduler::retire(Request& r, FinishReason reason, const std::string& message) {
+  r.error_message = message;
+  for (auto& c : r.choices) {
+    if (c.active()) finish_choice(r, c, reason, -1);
+  }
+  std::vector<RequestOutputs> out;
+  collect_outputs(r, out);
+  return out;
+}
+
+std::vector<RequestOutputs> Scheduler::cancel(RequestHandle handle) {
+  Request* r = find(handle);
+  if (r == nullptr) return {};
+  return retire(*r, FinishReason::abort, "");
+}
+
+std::vector<RequestOutputs> Scheduler::cancel_choice(RequestHandle handle, std::int32_t choice_index) {
+  Request* r = find(handle);
+  if (r == nullptr || choice_index < 0 || choice_index >= std::int32_t(r->choices.size())) return {};
+  Choice& c = r->choices[std::size_t(choice_index)];
+  if (!c.active()) return {};
+  finish_choice(*r, c, FinishReason::abort, -1);
+  std::vector<RequestOutputs> out;
+  collect_outputs(*r, out);
+  return out;
+}
+
+std::vector<RequestOutputs> Scheduler::fail_all(const std::string& message) {
+  std::vector<RequestOutputs> out;
+  while (!running_.empty() || !waiting_.empty()) {
+    Request& r = running_.empty() ? *waiting_.front() : *running_.front();
+    auto part = retire(r, FinishReason::error, message);
+    for (auto& p : part) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace flare::engine

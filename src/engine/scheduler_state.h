@@ -1,0 +1,87 @@
+// The scheduler's per-request state (private to scheduler*.cpp): a request's choices, each with
+// its generated tokens, computed count and pages. Positions [0, n_prompt) are the prompt's tokens,
+// [n_prompt, known) the choice's generated tokens; pages cover [0, n_computed).
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/scheduler.h"
+
+namespace flare::engine {
+
+struct Scheduler::Choice {
+  Choice(helios::PagePool& pool, std::int32_t page_size_tokens, std::int32_t index_)
+      : index(index_), pages(pool, page_size_tokens) {}
+
+  std::int32_t index = 0;
+  std::vector<TokenId> generated;
+  std::vector<TokenOutput> new_tokens;  // sampled since the last outputs
+  helios::SequencePages pages;
+  std::int32_t n_computed = 0;
+  bool forked = false;  // holds its own pages (the lead from admission, the others from the fork)
+  FinishReason finish = FinishReason::none;
+  TokenId stop_token = -1;
+  bool finish_reported = false;
+  double terminal_since_ms = -1.0;
+  std::int32_t n_skipped_steps = 0;
+
+  bool active() const { return finish == FinishReason::none; }
+};
+
+struct Scheduler::Request {
+  RequestHandle handle = 0;
+  GenerationRequest request;
+  helios::SamplingParams sampling;  // seed: choice 0's
+  std::vector<Choice> choices;
+  bool running = false;
+  bool all_forked = false;       // every active choice has its own pages
+  bool prompt_checkpointed = false;
+  std::int64_t arrival = 0;
+  std::int64_t admission = 0;
+  double arrival_ms = 0.0;
+  std::int32_t n_cached_prompt_tokens = -1;  // set at the first admission
+  std::vector<TokenOutput> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
+  std::string error_message;
+
+  std::int32_t n_prompt() const { return std::int32_t(request.prompt_token_ids.size()); }
+  std::int32_t known(const Choice& c) const { return n_prompt() + std::int32_t(c.generated.size()); }
+  // Where the choice's computation may go this step: the prompt's end until the choices fork.
+  std::int32_t target(const Choice& c) const { return all_forked ? known(c) : std::min(known(c), n_prompt()); }
+  TokenId token_at(const Choice& c, std::int32_t position) const {
+    return position < n_prompt() ? request.prompt_token_ids[std::size_t(position)]
+                                 : c.generated[std::size_t(position - n_prompt())];
+  }
+  Choice* lead() {
+    for (auto& c : choices) {
+      if (c.active()) return &c;
+    }
+    return nullptr;
+  }
+  std::int32_t n_active() const {
+    return std::int32_t(std::count_if(choices.begin(), choices.end(), [](const Choice& c) { return c.active(); }));
+  }
+  std::int32_t n_pages_held() const {
+    std::int32_t n = 0;
+    for (const auto& c : choices) n += std::int32_t(c.pages.pages().size());
+    return n;
+  }
+  // The next sampled token certainly finishes the choice (max_tokens or the context end).
+  bool terminal_next(const Choice& c, std::int32_t context_limit) const {
+    const auto n_generated = std::int32_t(c.generated.size());
+    return n_generated + 1 >= request.max_tokens || n_prompt() + n_generated + 1 >= context_limit;
+  }
+};
+
+struct Scheduler::Candidate {
+  Request* request = nullptr;
+  Choice* choice = nullptr;  // null for an admission (the lead is chosen when admitted)
+  bool waiting = false;
+  int rank = 0;              // policy class, higher first
+  double value = 0.0;        // terminal value, higher first within a class
+  std::int64_t order = 0;    // admission or arrival order, lower first
+};
+
+}  // namespace flare::engine

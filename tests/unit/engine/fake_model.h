@@ -1,0 +1,107 @@
+// A deterministic stand-in for a model, for scheduler and engine tests. It keeps a fake KV cache
+// (the token written at every page slot) and makes each position's logits a function of every
+// token read back through the row's block table, so outputs match the reference (logits_for on
+// the logical token sequence) only if the scheduler's pages, forks, copy-on-write, prefix-cache
+// hits and recomputation are all right. Reading a slot never written throws.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "helios/backend.h"
+#include "helios/sampling.h"
+#include "helios/step.h"
+
+namespace flare::engine::testing {
+
+inline std::uint64_t fake_mix(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+class FakeModel {
+ public:
+  FakeModel(std::int32_t n_pages, std::int32_t page_size, std::int32_t vocab)
+      : page_size_(page_size), vocab_(vocab), kv_(std::size_t(n_pages) * std::size_t(page_size), -1) {}
+
+  std::int32_t vocab() const { return vocab_; }
+
+  // Logits after the tokens `prefix` (the reference): one clear favourite plus spread.
+  std::vector<float> logits_for(std::span<const std::int32_t> prefix) const {
+    std::uint64_t h = 0x1234;
+    for (std::int32_t t : prefix) h = fake_mix(h ^ std::uint64_t(std::uint32_t(t)));
+    return logits_from_hash(h);
+  }
+
+  void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) {
+    for (const auto& copy : copies) {
+      for (std::int32_t i = 0; i < page_size_; ++i) {
+        kv_[slot(copy.dst_page, i)] = kv_[slot(copy.src_page, i)];
+      }
+    }
+    std::size_t token_offset = 0;
+    std::size_t logit_row = 0;
+    for (const auto& row : step.rows) {
+      auto table = std::span(step.block_tables).subspan(std::size_t(row.first_block), std::size_t(row.n_blocks));
+      for (std::int32_t i = 0; i < row.n_tokens; ++i) {
+        const std::int32_t pos = row.start_position + i;
+        kv_[slot(table[std::size_t(pos / page_size_)], pos % page_size_)] = step.tokens[token_offset + std::size_t(i)];
+      }
+      for (std::int32_t i = row.n_tokens - row.n_logits; i < row.n_tokens; ++i) {
+        const std::int32_t pos = row.start_position + i;
+        std::uint64_t h = 0x1234;
+        for (std::int32_t p = 0; p <= pos; ++p) {
+          const std::int32_t t = kv_[slot(table[std::size_t(p / page_size_)], p % page_size_)];
+          if (t < 0) throw std::runtime_error("fake model read an unwritten KV slot at position " + std::to_string(p));
+          h = fake_mix(h ^ std::uint64_t(std::uint32_t(t)));
+        }
+        auto out = logits_from_hash(h);
+        std::copy(out.begin(), out.end(), logits.begin() + std::ptrdiff_t(logit_row * std::size_t(vocab_)));
+        ++logit_row;
+      }
+      token_offset += std::size_t(row.n_tokens);
+    }
+    ++n_runs;
+  }
+
+  std::int64_t n_runs = 0;
+
+ private:
+  std::size_t slot(std::int32_t page, std::int32_t i) const { return std::size_t(page) * std::size_t(page_size_) + std::size_t(i); }
+  std::vector<float> logits_from_hash(std::uint64_t h) const {
+    std::vector<float> out(static_cast<std::size_t>(vocab_));
+    for (std::int32_t v = 0; v < vocab_; ++v) out[std::size_t(v)] = float(fake_mix(h + std::uint64_t(v)) % 1000) / 400.0f;
+    out[std::size_t(h % std::uint64_t(vocab_))] += 4.0f;
+    return out;
+  }
+
+  std::int32_t page_size_;
+  std::int32_t vocab_;
+  std::vector<std::int32_t> kv_;  // [n_pages * page_size] token written at each slot
+};
+
+// The tokens a choice must produce: sampling from the reference logits with the choice's seed.
+inline std::vector<std::int32_t> reference_tokens(const FakeModel& model, std::vector<std::int32_t> prompt,
+                                                  helios::SamplingParams params, std::int32_t choice_index,
+                                                  std::int32_t n_tokens) {
+  params.seed = scheduler_choice_seed(params.seed, choice_index);
+  params.n_top_logprobs = 0;
+  std::vector<std::int32_t> output;
+  std::vector<std::int32_t> all = prompt;
+  for (std::int32_t i = 0; i < n_tokens; ++i) {
+    const auto logits = model.logits_for(all);
+    const auto token = helios::sample_token(logits, params, {prompt, output}, std::uint64_t(i)).token;
+    output.push_back(token);
+    all.push_back(token);
+  }
+  return output;
+}
+
+}  // namespace flare::engine::testing
