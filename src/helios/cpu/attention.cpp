@@ -13,6 +13,8 @@
 namespace flare::helios::cpu {
 namespace {
 
+constexpr std::int64_t kBlockTokens = 8;  // query tokens sharing one pass over the K/V rows
+
 struct PageAddress {
   const KvCacheLayout& l;
   char* base;
@@ -143,39 +145,59 @@ void cpu_attention(ThreadPool& pool, const StepContext& ctx, const KvCache& cach
   const std::int32_t group = p.n_heads / p.n_kv_heads;
   const std::int32_t d = p.head_dim;
   PageAddress address{l, static_cast<char*>(cache.storage->data())};
-  pool.parallel_for(q.rows * p.n_heads, [&](std::int64_t b, std::int64_t e) {
+  // Work items: (block of up to kBlockTokens consecutive tokens of one row) x query head. The tokens
+  // of a block share each K/V row conversion; each keeps its own causal / window limit.
+  std::vector<std::pair<std::int64_t, std::int64_t>> blocks;  // [token begin, token end)
+  for (std::int64_t t = 0; t < q.rows;) {
+    std::int64_t end = t + 1;
+    while (end < q.rows && end - t < kBlockTokens && ctx.token_row[std::size_t(end)] == ctx.token_row[std::size_t(t)]) ++end;
+    blocks.emplace_back(t, end);
+    t = end;
+  }
+  pool.parallel_for(std::int64_t(blocks.size()) * p.n_heads, [&](std::int64_t b, std::int64_t e) {
     const auto n_d = static_cast<std::size_t>(d);
-    std::vector<float> kbuf(n_d), vbuf(n_d), acc(n_d);
+    std::vector<float> kbuf(n_d), vbuf(n_d), acc(n_d * kBlockTokens);
+    float max_score[kBlockTokens];
+    double denominator[kBlockTokens];
     for (std::int64_t item = b; item < e; ++item) {
-      const std::int64_t t = item / p.n_heads;
+      const auto [t0, t1] = blocks[std::size_t(item / p.n_heads)];
       const std::int32_t h = std::int32_t(item % p.n_heads);
       const std::int32_t kv_head = h / group;
-      const std::int32_t row = ctx.token_row[std::size_t(t)];
-      const std::int32_t position = ctx.token_position[std::size_t(t)];
-      const std::int32_t first = p.sliding_window > 0 ? std::max(0, position - p.sliding_window + 1) : 0;
-      const float* qv = static_cast<const float*>(q.data) + t * q.stride + std::int64_t(h) * d;
-      float max_score = -std::numeric_limits<float>::infinity();
-      double denominator = 0.0;
+      const std::int32_t row = ctx.token_row[std::size_t(t0)];
+      const std::int32_t last = ctx.token_position[std::size_t(t1 - 1)];
+      const std::int32_t p0 = ctx.token_position[std::size_t(t0)];
+      const std::int32_t first = p.sliding_window > 0 ? std::max(0, p0 - p.sliding_window + 1) : 0;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (std::int32_t j = first; j <= position; ++j) {
+      std::fill(max_score, max_score + kBlockTokens, -std::numeric_limits<float>::infinity());
+      std::fill(denominator, denominator + kBlockTokens, 0.0);
+      for (std::int32_t j = first; j <= last; ++j) {
         const std::int32_t page = page_of(ctx, row, j, l.page_size_tokens);
         const std::int32_t slot = j % l.page_size_tokens;
         load_row(l.dtype, address.at(p.layer, page, 0, slot, kv_head), kbuf.data(), d);
-        const float score = dot(qv, kbuf.data(), d) * p.scale;
-        float correction = 1.0f;
-        if (score > max_score) {  // rescale what was accumulated under the old maximum
-          correction = std::exp(max_score - score);
-          denominator *= correction;
-          max_score = score;
-        }
-        const float weight = std::exp(score - max_score);
-        denominator += weight;
         load_row(l.dtype, address.at(p.layer, page, 1, slot, kv_head), vbuf.data(), d);
-        scale_axpy(correction, weight, vbuf.data(), acc.data(), d);
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const std::int32_t position = ctx.token_position[std::size_t(t)];
+          if (j > position || (p.sliding_window > 0 && j < position - p.sliding_window + 1)) continue;
+          const std::size_t i = std::size_t(t - t0);
+          const float* qv = static_cast<const float*>(q.data) + t * q.stride + std::int64_t(h) * d;
+          const float score = dot(qv, kbuf.data(), d) * p.scale;
+          float correction = 1.0f;
+          if (score > max_score[i]) {  // rescale what was accumulated under the old maximum
+            correction = std::exp(max_score[i] - score);
+            denominator[i] *= correction;
+            max_score[i] = score;
+          }
+          const float weight = std::exp(score - max_score[i]);
+          denominator[i] += weight;
+          scale_axpy(correction, weight, vbuf.data(), acc.data() + i * n_d, d);
+        }
       }
-      float* dst = static_cast<float*>(out.data) + t * out.stride + std::int64_t(h) * d;
-      const float inv = float(1.0 / denominator);
-      for (std::int32_t c = 0; c < d; ++c) dst[c] = acc[std::size_t(c)] * inv;
+      for (std::int64_t t = t0; t < t1; ++t) {
+        const std::size_t i = std::size_t(t - t0);
+        float* dst = static_cast<float*>(out.data) + t * out.stride + std::int64_t(h) * d;
+        const float inv = float(1.0 / denominator[i]);
+        for (std::int32_t c = 0; c < d; ++c) dst[c] = acc[i * n_d + std::size_t(c)] * inv;
+      }
     }
   });
 }
