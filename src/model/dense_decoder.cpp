@@ -70,6 +70,11 @@ void Model::reserve(std::int32_t n_tokens, std::int32_t n_logit_rows, std::int32
     grow(s.rope, std::size_t(n_rows) * std::size_t(spec_.head_dim / 2) * sizeof(float));
     s.capacity_rows = n_rows;
   }
+}
+
+void Model::bind_scratch(std::int32_t n_tokens) {
+  Scratch& s = *scratch_;
+  const DType act = backend_.activation_dtype();
   const std::int64_t n = n_tokens;
   s.x_t = Tensor::of(*s.x, act, n, spec_.hidden_size);
   s.h_t = Tensor::of(*s.h, act, n, spec_.hidden_size);
@@ -144,6 +149,7 @@ Tensor Model::forward_logits(const helios::Step& step, helios::KvCache& cache) {
   const std::int32_t n_logits = step.n_logit_rows();
   reserve(std::max(n, 1), std::max(n_logits, 1), std::max(step.n_rows(), 1));
   if (n == 0) return Tensor::of(*scratch_->logits, DType::f32, 0, spec_.vocab_size);
+  bind_scratch(n);
   backend_.begin_step(step, cache);
   Scratch& s = *scratch_;
   const helios::RotaryParams rope = rotary_for(step);

@@ -59,9 +59,14 @@ class Model {
   // the next forward. Pair with Backend::sample to sample without copying logits to the host.
   helios::Tensor forward_logits(const helios::Step& step, helios::KvCache& cache);
 
+  // Allocates the activation buffers for the largest step up front, so that every later step up
+  // to that size reuses the same device addresses (what a captured CUDA graph needs). Steps grow
+  // the buffers on demand otherwise.
+  void reserve(std::int32_t max_tokens, std::int32_t max_logit_rows, std::int32_t max_rows);
+
  private:
   struct Scratch;
-  void reserve(std::int32_t n_tokens, std::int32_t n_logit_rows, std::int32_t n_rows);
+  void bind_scratch(std::int32_t n_tokens);
   helios::RotaryParams rotary_for(const helios::Step& step);
   void attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope);
   void mlp_block(std::int32_t layer);
