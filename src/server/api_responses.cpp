@@ -114,7 +114,8 @@ class ResponsesResponder final : public ResponderBase {
 
   std::string stream_start() override {
     json response = response_json("in_progress");
-    return event("response.created", {{"response", response}}) + event("response.in_progress", {{"response", response}});
+    std::string out = event("response.created", {{"response", response}});
+    return out + event("response.in_progress", {{"response", response}});
   }
 
   std::string on_output(size_t request_index, const engine::StepOutput& output) override {

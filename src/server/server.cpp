@@ -38,12 +38,12 @@ struct ServerState {
   Metrics metrics;
   ModelInfo model;
   std::unique_ptr<Router> router;
-  asio::io_context ioc;
   std::atomic<bool> stopping{false};
   std::atomic<int32_t> n_connections{0};
   std::atomic<int32_t> n_active_generations{0};
   std::mutex sessions_mutex;
   std::set<std::weak_ptr<Session>, std::owner_less<std::weak_ptr<Session>>> sessions;
+  asio::io_context ioc;  // last: destroyed first, with the handlers that reference the rest
 
   ServerState(ServerOptions opts, engine::Engine& eng, ModelInfo info)
       : options(std::move(opts)), engine(eng), model(std::move(info)) {}
@@ -52,11 +52,12 @@ struct ServerState {
 // Hands engine outputs to the session's strand.
 class SessionSink final : public engine::OutputSink {
  public:
-  SessionSink(std::weak_ptr<Session> session, size_t request_index) : session_(std::move(session)), index_(request_index) {}
+  // Holds the session alive until the engine drops the sink after the request's last output.
+  SessionSink(std::shared_ptr<Session> session, size_t request_index) : session_(std::move(session)), index_(request_index) {}
   void on_output(engine::StepOutput output) override;
 
  private:
-  std::weak_ptr<Session> session_;
+  std::shared_ptr<Session> session_;
   size_t index_;
 };
 
@@ -195,8 +196,22 @@ class Session : public std::enable_shared_from_this<Session> {
     if (head_only_) message->body().clear();
     stream_.expires_after(std::chrono::milliseconds(limits().write_timeout_ms));
     http::async_write(stream_, *message, [self = shared_from_this(), message](beast::error_code error, size_t) {
-      if (error || !self->keep_alive_) return self->close();
+      if (error) return self->close();
+      if (!self->keep_alive_) return self->graceful_close();
       self->wait_for_request();
+    });
+  }
+
+  // Half-close, then discard what the client still sends (an unread body would make the
+  // kernel reset the connection and lose the response), then close.
+  void graceful_close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::milliseconds(1000));
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code error, size_t) {
+      if (error) return self->close();
+      self->graceful_close();
     });
   }
 
@@ -208,12 +223,13 @@ class Session : public std::enable_shared_from_this<Session> {
     last_token_ = {};
     state_.n_active_generations.fetch_add(1);
     for (size_t i = 0; i < job_.requests.size(); ++i) {
-      auto sink = std::make_shared<SessionSink>(weak_from_this(), i);
+      auto sink = std::make_shared<SessionSink>(shared_from_this(), i);
       engine::Engine::SubmitResult submitted = state_.engine.submit(job_.requests[i], sink);
       if (submitted.rejected) {
         for (auto handle : handles_) state_.engine.cancel(handle);
         handles_.clear();
-        finish_generation_state();
+        generating_ = false;
+        state_.n_active_generations.fetch_sub(1);
         HttpResponse response = admission_error_response(style_, *submitted.rejected);
         state_.metrics.record_request(endpoint_, response.status);
         return write_response(std::move(response));
@@ -239,6 +255,10 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.async_read_some(buffer_.prepare(1024), [self = shared_from_this()](beast::error_code error, size_t n) {
       self->monitoring_ = false;
       if (n > 0) self->buffer_.commit(n);
+      if (self->pending_after_monitor_) {
+        self->pending_after_monitor_ = false;
+        return self->run_after_monitor();
+      }
       if (error == asio::error::operation_aborted && self->resume_after_monitor_) {
         self->resume_after_monitor_ = false;
         if (self->keep_alive_ && !self->state_.stopping) return self->wait_for_request();
@@ -386,7 +406,7 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 void SessionSink::on_output(engine::StepOutput output) {
-  if (auto session = session_.lock()) session->deliver(index_, std::move(output));
+  session_->deliver(index_, std::move(output));
 }
 
 struct Server::Impl {

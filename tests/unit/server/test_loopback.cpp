@@ -1,0 +1,196 @@
+// The real HTTP server on an ephemeral loopback port with a scripted engine, driven by raw
+// sockets: full requests, streaming, half-sent requests timing out, clients disconnecting
+// mid-stream (their request is cancelled), and the server still serving afterwards.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "fakes.h"
+#include "server/server.h"
+
+namespace flare::server {
+namespace {
+
+int connect_to(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+void send_all(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+// Reads until the peer closes, `until` appears, or the timeout.
+std::string receive(int fd, const std::string& until = {}) {
+  std::string data;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    data.append(buffer, static_cast<size_t>(n));
+    if (!until.empty() && data.find(until) != std::string::npos) break;
+  }
+  return data;
+}
+
+std::string post(const std::string& path, const std::string& body, bool keep_alive = false) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + (keep_alive ? "" : "\r\nConnection: close") + "\r\n\r\n" + body;
+}
+
+class LoopbackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options;
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.handle_signals = false;
+    options.limits.header_timeout_ms = 300;
+    options.limits.body_timeout_ms = 300;
+    options.limits.idle_timeout_ms = 300;
+    options.limits.max_body_bytes = 4096;
+    options.limits.n_threads = 2;
+    server = std::make_unique<Server>(options, engine, frontend, testing::fake_model());
+    server->bind();
+    port = server->port();
+    thread = std::thread([this] { server->run(); });
+  }
+  void TearDown() override {
+    server->stop();
+    thread.join();
+  }
+  std::string request(const std::string& raw) {
+    int fd = connect_to(port);
+    EXPECT_GE(fd, 0);
+    send_all(fd, raw);
+    std::string response = receive(fd);
+    close(fd);
+    return response;
+  }
+
+  testing::FakeFrontend frontend;
+  testing::ScriptedEngine engine;
+  std::unique_ptr<Server> server;
+  uint16_t port = 0;
+  std::thread thread;
+};
+
+const std::string kChat = R"({"messages": [{"role": "user", "content": "hi"}])";
+
+TEST_F(LoopbackTest, ServesHealthAndChat) {
+  std::string health = request("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(health.rfind("HTTP/1.1 200", 0), 0u) << health;
+  std::string chat = request(post("/v1/chat/completions", kChat + "}"));
+  EXPECT_EQ(chat.rfind("HTTP/1.1 200", 0), 0u) << chat;
+  EXPECT_NE(chat.find("\"content\":\"Hello world\""), std::string::npos) << chat;
+  EXPECT_NE(chat.find("\"finish_reason\":\"stop\""), std::string::npos) << chat;
+}
+
+TEST_F(LoopbackTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  int fd = connect_to(port);
+  for (int i = 0; i < 3; ++i) {
+    send_all(fd, post("/v1/completions", R"({"prompt": "x", "max_tokens": 3})", true));
+    std::string response = receive(fd, "}}");
+    EXPECT_NE(response.find("\"text\":\"Hel\""), std::string::npos) << response;
+  }
+  close(fd);
+}
+
+TEST_F(LoopbackTest, StreamsChunkedSse) {
+  std::string stream = request(post("/v1/chat/completions", kChat + R"(, "stream": true})"));
+  EXPECT_NE(stream.find("Transfer-Encoding: chunked"), std::string::npos) << stream;
+  EXPECT_NE(stream.find("text/event-stream"), std::string::npos);
+  EXPECT_NE(stream.find("data: [DONE]"), std::string::npos) << stream;
+  EXPECT_NE(stream.find("\r\n0\r\n\r\n"), std::string::npos);  // last chunk
+}
+
+TEST_F(LoopbackTest, HalfSentRequestsTimeOutAndServerKeepsServing) {
+  int partial_header = connect_to(port);
+  send_all(partial_header, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n");
+  int partial_body = connect_to(port);
+  send_all(partial_body, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mess");
+  int silent = connect_to(port);
+  auto start = std::chrono::steady_clock::now();
+  receive(partial_header);  // returns when the server closes
+  receive(partial_body);
+  receive(silent);
+  double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited_s, 3.0);
+  close(partial_header);
+  close(partial_body);
+  close(silent);
+  EXPECT_EQ(request("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 200", 0), 0u);
+}
+
+TEST_F(LoopbackTest, MalformedAndOversizeRequests) {
+  std::string garbage = request("BLAH\r\n\r\n");
+  EXPECT_EQ(garbage.rfind("HTTP/1.1 400", 0), 0u) << garbage;
+  std::string oversize = request(post("/v1/chat/completions", std::string(8000, ' ')));
+  EXPECT_EQ(oversize.rfind("HTTP/1.1 413", 0), 0u) << oversize;
+  std::string bad_json = request(post("/v1/messages", "{"));
+  EXPECT_EQ(bad_json.rfind("HTTP/1.1 400", 0), 0u) << bad_json;
+  EXPECT_NE(bad_json.find("\"type\":\"error\""), std::string::npos) << bad_json;
+}
+
+TEST_F(LoopbackTest, DisconnectMidStreamCancelsTheRequest) {
+  engine.step_ms = 50;
+  engine.script = std::string(100, 'a');
+  int fd = connect_to(port);
+  send_all(fd, post("/v1/chat/completions", kChat + R"(, "stream": true})"));
+  std::string first = receive(fd, "\"content\":\"a\"");
+  EXPECT_NE(first.find("text/event-stream"), std::string::npos);
+  close(fd);
+  for (int i = 0; i < 100 && engine.n_aborted.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(engine.n_aborted.load(), 1);
+  EXPECT_GE(engine.n_cancel_calls.load(), 1);
+  engine.step_ms = 1;
+  engine.script = "ok";
+  std::string after = request(post("/v1/chat/completions", kChat + "}"));
+  EXPECT_NE(after.find("\"content\":\"ok\""), std::string::npos) << after;
+}
+
+TEST_F(LoopbackTest, AdmissionRejectionUsesTheCapacityForm) {
+  engine.reject = engine::AdmissionError{true, "a request slot", "4 of 4 running", "--max-concurrency"};
+  std::string busy = request(post("/v1/chat/completions", kChat + "}"));
+  EXPECT_EQ(busy.rfind("HTTP/1.1 503", 0), 0u) << busy;
+  EXPECT_NE(busy.find("Options: --max-concurrency"), std::string::npos) << busy;
+}
+
+TEST(ServerBind, RejectsBadHostAndAcceptsIpv6) {
+  testing::FakeFrontend frontend;
+  testing::ScriptedEngine engine;
+  ServerOptions options;
+  options.host = "not-an-address";
+  options.port = 0;
+  Server bad(options, engine, frontend, testing::fake_model());
+  EXPECT_THROW(bad.bind(), Error);
+  options.host = "::1";
+  Server v6(options, engine, frontend, testing::fake_model());
+  try {
+    v6.bind();
+    EXPECT_GT(v6.port(), 0);
+  } catch (const Error&) {
+    GTEST_SKIP() << "no IPv6 loopback here";
+  }
+}
+
+}  // namespace
+}  // namespace flare::server
