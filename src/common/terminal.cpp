@@ -137,14 +137,20 @@ std::string render_bar(const TerminalInfo& terminal, std::optional<double> fract
 }
 
 std::string ProgressStage::render_line(const TerminalInfo& terminal, const std::string& description,
-                                       const std::string& middle, const std::string& elapsed) {
-  // Status and timing always fit; the description is shortened on a narrow console.
+                                       const std::string& middle, const std::string& elapsed,
+                                       const std::string& detail) {
   const std::size_t tail = display_width(middle) + 1 + display_width(elapsed);
   const std::size_t columns = static_cast<std::size_t>(std::max(terminal.columns, 20));
   const std::size_t room = columns > tail + 2 ? columns - tail - 2 : 1;
-  const std::size_t label_width = std::min<std::size_t>(room, 34);
+  const std::size_t label_width = std::min<std::size_t>(room, 24);
   const std::string label = pad_right(truncate_to_width(description, label_width), label_width);
-  return label + " " + middle + " " + elapsed;
+  std::string line = label + " " + middle + " " + elapsed;
+  if (!detail.empty()) {
+    if (!terminal.is_tty) return line + "  " + detail;
+    const std::size_t used = display_width(line) + 2;
+    if (used + 2 <= columns) line += "  " + truncate_to_width(detail, columns - used);
+  }
+  return line;
 }
 
 ProgressStage::ProgressStage(const TerminalInfo& terminal, std::FILE* out, std::string description,
@@ -178,7 +184,7 @@ void ProgressStage::advance(std::uint64_t amount) { done_.fetch_add(amount); }
 
 void ProgressStage::set_detail(std::string detail) {
   std::lock_guard lock(mutex_);
-  description_ = std::move(detail);
+  detail_ = std::move(detail);
 }
 
 void ProgressStage::draw(bool final, const std::string& status) {
@@ -189,7 +195,7 @@ void ProgressStage::draw(bool final, const std::string& status) {
     if (total_ && *total_ > 0) fraction = static_cast<double>(done_.load()) / static_cast<double>(*total_);
     middle = render_bar(terminal_, fraction, phase_);
   }
-  const std::string line = render_line(terminal_, description_, middle, elapsed);
+  const std::string line = render_line(terminal_, description_, middle, elapsed, detail_);
   if (terminal_.styled) {
     std::fprintf(out_, "\r\x1b[2K%s%s", line.c_str(), final ? "\n" : "");
   } else {
@@ -204,7 +210,7 @@ void ProgressStage::ok(const std::string& result) {
     if (finished_) return;
     finished_ = true;
     stop_ = true;
-    if (!result.empty()) description_ += " " + result;
+    if (!result.empty()) detail_ = result;
   }
   if (ticker_.joinable()) ticker_.join();
   std::lock_guard lock(mutex_);
@@ -217,7 +223,7 @@ void ProgressStage::failed(const std::string& reason) {
     if (finished_) return;
     finished_ = true;
     stop_ = true;
-    if (!reason.empty()) description_ += " " + reason;
+    if (!reason.empty()) detail_ = reason;
   }
   if (ticker_.joinable()) ticker_.join();
   std::lock_guard lock(mutex_);

@@ -64,13 +64,16 @@ class ProgressStage {
   ProgressStage& operator=(const ProgressStage&) = delete;
 
   void advance(std::uint64_t amount);  // thread-safe
-  void set_detail(std::string detail);
+  void set_detail(std::string detail);  // shown after the status while running and when done
   void ok(const std::string& result = "");
   void failed(const std::string& reason = "");
 
-  // The line for given state, exposed for tests: description, bar or status, elapsed.
+  // The line for given state, exposed for tests: description, bar or status, elapsed, then the
+  // result detail. On a terminal the description and detail are shortened to fit the width;
+  // status and elapsed time always stay. Redirected lines keep their whole detail.
   static std::string render_line(const TerminalInfo& terminal, const std::string& description,
-                                 const std::string& middle, const std::string& elapsed);
+                                 const std::string& middle, const std::string& elapsed,
+                                 const std::string& detail = "");
 
  private:
   void draw(bool final, const std::string& status);
@@ -79,6 +82,7 @@ class ProgressStage {
   TerminalInfo terminal_;
   std::FILE* out_;
   std::string description_;
+  std::string detail_;
   std::optional<std::uint64_t> total_;
   std::atomic<std::uint64_t> done_{0};
   std::chrono::steady_clock::time_point start_;

@@ -3,7 +3,9 @@
 #include "ignition/commands.h"
 
 #include "common/cli.h"
+#include "ignition/convert_command.h"
 #include "ignition/export.h"
+#include "ignition/signing_commands.h"
 
 namespace flare::ignition {
 
@@ -11,6 +13,8 @@ int main(int argc, char** argv) {
   auto app = make_app("ignition", "Ignition: prepare Hugging Face checkpoints into signed Flare packages.");
   ExportOptions export_options;
   add_export_command(*app, export_options);
+  add_convert_command(*app);
+  add_signing_commands(*app);
   return run_cli(*app, argc, argv);
 }
 

@@ -1,0 +1,312 @@
+#include "ignition/export.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "common/config.h"
+#include "common/error.h"
+#include "common/gpu.h"
+#include "common/sizes.h"
+#include "common/terminal.h"
+#include "ignition/config_template.h"
+#include "ignition/memory_plan.h"
+#include "ignition/resolve.h"
+#include "ignition/signing_identity.h"
+#include "model/prepared_weights.h"
+#include "model/spec.h"
+#include "package/cache.h"
+#include "package/crypto.h"
+#include "package/package.h"
+
+#ifndef FLARE_ASSETS_DIR
+#define FLARE_ASSETS_DIR "assets"
+#endif
+
+namespace flare::ignition {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kTensorAlignment = 64;
+constexpr std::int32_t kMinTokensPerRequest = 8192;
+
+// Frontend assets copied from the checkpoint into the package, when present.
+const char* const kFrontendFiles[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                                      "chat_template.jinja", "special_tokens_map.json"};
+
+std::vector<std::uint32_t> concurrency_buckets(std::int32_t max_concurrency) {
+  std::vector<std::uint32_t> buckets;
+  for (std::uint32_t bucket = 1;; bucket *= 2) {
+    buckets.push_back(bucket);
+    if (bucket >= static_cast<std::uint32_t>(max_concurrency)) break;
+  }
+  return buckets;
+}
+
+std::string dtype_text(helios::DType dtype) { return dtype == helios::DType::bf16 ? "BF16" : "F32"; }
+
+// Lays one group's tensors out in one payload (64-byte aligned) and records their views.
+std::vector<std::byte> pack_group(const model::PreparedGroup& group, proto::Manifest& manifest) {
+  std::vector<std::byte> bytes;
+  for (const auto& tensor : group.tensors) {
+    const std::uint64_t offset = (bytes.size() + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+    bytes.resize(offset);
+    bytes.insert(bytes.end(), tensor.bytes.begin(), tensor.bytes.end());
+    proto::TensorView* view = manifest.add_tensors();
+    view->set_payload(group.payload_name);
+    view->set_name(tensor.name);
+    view->set_dtype(dtype_text(tensor.dtype));
+    for (auto dim : tensor.shape) view->add_shape(dim);
+    view->set_offset_bytes(offset);
+    view->set_length_bytes(tensor.bytes.size());
+  }
+  return bytes;
+}
+
+std::vector<std::byte> read_file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+std::uint64_t prepared_weight_bytes(const model::ModelSpec& spec) {
+  const std::uint64_t h = spec.hidden_size, q = spec.q_width(), kv = spec.kv_width(), i = spec.intermediate_size;
+  const std::uint64_t per_layer = 2 * ((q + 2 * kv) * h + h * q + 2 * i * h + h * i) + 4 * (2 * h + q + 2 * kv);
+  const std::uint64_t embedding = 2ull * spec.vocab_size * h * (spec.tie_word_embeddings ? 1 : 2);
+  return per_layer * spec.n_layers + embedding;
+}
+
+struct Phase {
+  ProgressStage stage;
+  Phase(const TerminalInfo& terminal, const std::string& name, std::optional<std::uint64_t> total = std::nullopt)
+      : stage(terminal, stderr, name, total) {}
+};
+
+void set_sampling(const model::Recipe& recipe, proto::Manifest& manifest) {
+  auto* defaults = manifest.mutable_sampling_defaults();
+  defaults->set_temperature(recipe.sampling.temperature);
+  defaults->set_top_p(recipe.sampling.top_p);
+  defaults->set_top_k(recipe.sampling.top_k);
+  defaults->set_min_p(recipe.sampling.min_p);
+  defaults->set_repetition_penalty(recipe.sampling.repetition_penalty);
+  auto add_range = [&](const char* name, double minimum, double maximum) {
+    auto* range = manifest.add_sampling_ranges();
+    range->set_parameter(name);
+    range->set_minimum(minimum);
+    range->set_maximum(maximum);
+  };
+  const auto& r = recipe.ranges;
+  add_range("temperature", r.temperature_min, r.temperature_max);
+  add_range("top_p", r.top_p_min, r.top_p_max);
+  add_range("top_k", 0, r.top_k_max > 0 ? r.top_k_max : 1e9);
+  add_range("min_p", 0, r.min_p_max);
+  add_range("repetition_penalty", r.repetition_penalty_min, r.repetition_penalty_max);
+}
+
+}  // namespace
+
+fs::path assets_directory() { return FLARE_ASSETS_DIR; }
+
+int run_export(const ExportOptions& options) {
+  const Clock::time_point started = Clock::now();
+  const Config config = load_config(options.global.config);
+  const TerminalInfo terminal = detect_terminal(stderr, options.global.plain);
+  if (options.no_weights && options.reuse_weights) fail_usage("--no-weights and --reuse-weights cannot be combined");
+  if (options.reuse_weights) fail_usage("--reuse-weights is not supported by this build yet; export without it");
+  if (options.autotune_effort && *options.autotune_effort != "off" && *options.autotune_effort != "default" &&
+      *options.autotune_effort != "audit")
+    fail_usage("--autotune-effort must be off, default or audit");
+  if (options.compile_workers && *options.compile_workers < 1) fail_usage("--compile-workers must be at least 1");
+
+  // Resolve the model.
+  const std::string selector = !options.model.empty() ? options.model : config.default_model.value_or("");
+  const ResolvedModel resolved = resolve_model(selector, config, assets_directory());
+  const model::Recipe& recipe = *resolved.recipe;
+  std::fprintf(stderr, "Model %s\n", resolved.description.c_str());
+
+  // Select the backend.
+  std::optional<std::vector<int>> gpus;
+  if (options.gpus) gpus = parse_gpu_list(*options.gpus);
+  const BackendSelection selection = select_backend(discover_gpus(), gpus, options.cpu);
+  std::string backend_line = selection.summary;
+  if (!selection.cpu) {
+    // The CUDA backend is not part of this build yet: prepare for the CPU and say so.
+    backend_line = "CPU backend (the CUDA backend is not built yet; " + selection.summary + " not used)";
+  }
+  std::fprintf(stderr, "Select GPUs. %s\n", backend_line.c_str());
+
+  // Settings: flags > configuration > recipe.
+  const ModelSettings file_settings = config.settings_for(resolved.served_names, options.max_concurrency.has_value());
+  std::optional<std::int64_t> flag_concurrency;
+  if (options.max_concurrency) flag_concurrency = *options.max_concurrency;
+  const std::int64_t max_concurrency =
+      resolve<std::int64_t>(flag_concurrency, file_settings.max_concurrency, recipe.default_max_concurrency);
+  if (max_concurrency < 1 || max_concurrency > recipe.max_concurrency_limit)
+    fail_usage("--max-concurrency must be from 1 to {} for {}", recipe.max_concurrency_limit, recipe.name);
+  const std::int32_t prefill_chunk = options.prefill_chunk_size.value_or(recipe.prefill_chunk_tokens);
+  if (prefill_chunk < 64 || prefill_chunk % 64 != 0 || prefill_chunk > 65536)
+    fail_usage("--prefill-chunk-size must be a positive multiple of 64 (at most 65536), got {}", prefill_chunk);
+
+  const model::ModelSpec spec = model::model_spec_load(resolved.checkpoint_dir);
+  if (!fs::is_regular_file(resolved.checkpoint_dir / "tokenizer.json"))
+    fail(ExitCode::preparation, "{} has no tokenizer.json; a package needs its tokenizer",
+         resolved.checkpoint_dir.string());
+  const std::int64_t context = recipe.context_ceiling ? std::min<std::int64_t>(*recipe.context_ceiling, spec.max_position_embeddings)
+                                                      : spec.max_position_embeddings;
+  const std::uint64_t kv_bytes_per_token = 2ull * spec.n_layers * spec.kv_width() * 2;  // K and V, BF16
+  std::fprintf(stderr, "Settings: max concurrency %lld, prefill chunk %d tokens, context %s tokens, KV pages of %d tokens (BF16)\n",
+               static_cast<long long>(max_concurrency), prefill_chunk, format_count(static_cast<std::uint64_t>(context)).c_str(),
+               recipe.page_size_tokens);
+
+  // Memory plan, before any weight is read.
+  MemoryDemand demand;
+  demand.weight_bytes = prepared_weight_bytes(spec);
+  demand.scratch_bytes = static_cast<std::uint64_t>(prefill_chunk) * (spec.hidden_size * 8ull + spec.intermediate_size * 12ull) +
+                         static_cast<std::uint64_t>(max_concurrency) * spec.vocab_size * 4ull;
+  demand.kv_bytes_per_token = kv_bytes_per_token;
+  demand.max_concurrency = static_cast<std::int32_t>(max_concurrency);
+  demand.min_tokens_per_request = static_cast<std::int32_t>(std::min<std::int64_t>(kMinTokensPerRequest, context));
+  MemorySupply supply{host_available_bytes(), kGiB, config.memory.reserve_bytes.value_or(0), "CPU memory"};
+  const MemoryPlan plan = plan_memory(demand, supply);
+
+  // Load weights: the prepared layout, one payload per layer.
+  proto::Manifest manifest;
+  package::ModelCache cache(options.model_cache ? *options.model_cache : config.package_cache());
+  std::vector<std::pair<std::string, std::vector<std::byte>>> weight_payloads;
+  std::int32_t n_reused = 0;
+  {
+    Phase phase(terminal, "Load weights", static_cast<std::uint64_t>(spec.n_layers + 1));
+    model::prepare_weights(spec, resolved.checkpoint_dir, [&](model::PreparedGroup&& group) {
+      weight_payloads.emplace_back(group.payload_name, pack_group(group, manifest));
+      const std::string id = package::sha256_hex(weight_payloads.back().second);
+      std::error_code ec;
+      if (fs::exists(cache.root() / "blobs" / (id + ".safetensors"), ec)) ++n_reused;
+      phase.stage.advance(1);
+    });
+    if (options.no_weights && n_reused != static_cast<std::int32_t>(weight_payloads.size()))
+      fail(ExitCode::preparation, "--no-weights: {} of {} weight payloads are not in the cache {}",
+           weight_payloads.size() - n_reused, weight_payloads.size(), cache.root().string());
+    phase.stage.ok(fmt::format("{} payloads, {}, {} already cached", weight_payloads.size(),
+                               format_bytes(demand.weight_bytes), n_reused));
+  }
+  {
+    Phase phase(terminal, "Tune kernels");
+    phase.stage.ok("0 kernels (the CPU backend runs fixed kernels)");
+  }
+  {
+    Phase phase(terminal, "Compile forwards");
+    phase.stage.ok("0 forwards (the CPU backend executes steps directly)");
+  }
+  // The CPU shares its memory with everything else on the host: its pages are bounded by one
+  // context per request slot rather than by all free memory.
+  const std::int64_t kv_tokens = std::min<std::int64_t>(plan.kv_tokens, max_concurrency * context);
+  const std::int64_t n_pages = (kv_tokens + recipe.page_size_tokens - 1) / recipe.page_size_tokens;
+  {
+    Phase phase(terminal, "Allocate KV cache");
+    phase.stage.ok(fmt::format("{} pages planned ({} tokens; sized again from free memory by flare run)",
+                               format_count(static_cast<std::uint64_t>(n_pages)),
+                               format_count(static_cast<std::uint64_t>(kv_tokens))));
+  }
+  const auto buckets = concurrency_buckets(static_cast<std::int32_t>(max_concurrency));
+  {
+    Phase phase(terminal, "Capture graphs");
+    phase.stage.ok("0 graphs (CPU)");
+  }
+  std::fprintf(stderr, "Graph catalog: decode buckets %s; prefill chunk %d tokens; no captured graphs on the CPU backend\n",
+               fmt::format("{}", fmt::join(buckets, ", ")).c_str(), prefill_chunk);
+
+  // Manifest: identity, capacities, memory model, sampling.
+  auto* identity = manifest.mutable_model();
+  identity->set_canonical_name(resolved.served_names.front());
+  for (const auto& alias : recipe.aliases) identity->add_aliases(alias);
+  for (const auto& name : resolved.served_names) identity->add_served_names(name);
+  identity->set_recipe(recipe.name);
+  identity->set_checkpoint_repository(options.repo_id.value_or(resolved.repository));
+  identity->set_checkpoint_revision(resolved.revision);
+  identity->set_architecture(resolved.architecture);
+  manifest.set_license(recipe.license);
+  manifest.set_target("cpu");
+  manifest.set_kv_page_tokens(static_cast<std::uint32_t>(recipe.page_size_tokens));
+  manifest.set_kv_cache_dtype("BF16");
+  manifest.set_history_kinds("attention");
+  manifest.set_serving_reserve_bytes(config.memory.reserve_bytes.value_or(0));
+  {
+    std::ifstream in(resolved.checkpoint_dir / "config.json", std::ios::binary);
+    manifest.set_model_config_json(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  }
+  auto* deployment = manifest.add_deployments();
+  deployment->set_tensor_parallel(1);
+  auto* rank = deployment->add_ranks();
+  rank->set_rank(0);
+  rank->set_fixed_bytes(demand.weight_bytes + demand.scratch_bytes);
+  rank->set_n_graphs(0);
+  auto* capacities = deployment->mutable_capacities();
+  for (auto bucket : buckets) capacities->add_concurrency_buckets(bucket);
+  capacities->set_max_concurrency(static_cast<std::uint32_t>(max_concurrency));
+  capacities->set_prefill_chunk_tokens(static_cast<std::uint32_t>(prefill_chunk));
+  capacities->set_context_ceiling_tokens(static_cast<std::uint64_t>(context));
+  auto* cost = manifest.mutable_memory_cost();
+  cost->set_bytes_per_cached_token(kv_bytes_per_token);
+  cost->set_graph_and_scratch_bytes(demand.scratch_bytes);
+  set_sampling(recipe, manifest);
+
+  // Export package: sign and publish in the cache, selected as the default.
+  SigningIdentity signer = load_signing_identity(config);
+  manifest.set_publisher_namespace(signer.namespace_name);
+  manifest.set_official_source(options.official_source.value_or(signer.official_source));
+  package::EntryRef entry;
+  {
+    Phase phase(terminal, "Export package");
+    package::PackageBuilder builder(manifest);
+    for (auto& [name, bytes] : weight_payloads)
+      builder.add_payload(name, proto::PAYLOAD_ROLE_WEIGHT, std::move(bytes));
+    std::int32_t n_frontend = 0;
+    for (const char* file : kFrontendFiles) {
+      const fs::path path = resolved.checkpoint_dir / file;
+      std::error_code ec;
+      if (!fs::is_regular_file(path, ec)) continue;
+      builder.add_payload(std::string("frontend/") + file, proto::PAYLOAD_ROLE_FRONTEND, read_file_bytes(path));
+      ++n_frontend;
+    }
+    entry = cache.publish_package(builder, signer.key, true);
+    phase.stage.ok(fmt::format("{} weight + {} frontend payloads, signed by {} ({})", weight_payloads.size(),
+                               n_frontend, signer.namespace_name, signer.key.fingerprint().substr(0, 16)));
+  }
+  write_config_template_if_absent(config, options.global.config.has_value(), resolved, max_concurrency);
+  std::fprintf(stderr, "Published %s as the default of %s in %s\n", entry.text().c_str(), entry.model_key.c_str(),
+               format_elapsed(Clock::now() - started).c_str());
+  std::printf("%s\n", cache.entry_path(entry).string().c_str());
+  return 0;
+}
+
+void add_export_command(CLI::App& app, ExportOptions& options) {
+  CLI::App* command = add_command(app, "export", "Prepare a model and publish a signed package in the model cache",
+                                  [&options] { return run_export(options); });
+  command->add_option("MODEL", options.model,
+                      "Recipe alias, Hugging Face repository (org/name[@revision]) or checkpoint directory "
+                      "(default: [defaults] model)");
+  command->add_option("--gpus", options.gpus, "GPU indices (0, 0,1, 0-3), relative to CUDA_VISIBLE_DEVICES");
+  command->add_flag("--cpu", options.cpu, "Prepare for the CPU backend even when a GPU is visible");
+  command->add_option("--max-concurrency", options.max_concurrency,
+                      "Maximum simultaneously active requests (default: configuration, else the recipe's)");
+  command->add_option("--prefill-chunk-size", options.prefill_chunk_size,
+                      "Most prompt tokens in one prefill step, a multiple of 64 (default: the recipe's)");
+  command->add_option("--config", options.global.config, "Configuration file (default ~/.config/flare/config.toml)");
+  command->add_option("--model-cache", options.model_cache, "Model cache directory (default [paths] package_cache)");
+  command->add_flag("--verbose", options.verbose, "Per-phase detail on stderr");
+  command->add_flag("--plain", options.global.plain, "No styling or animation");
+  command->add_flag("--no-weights", options.no_weights, "Export only when the exact weight payloads are cached");
+  command->add_flag("--reuse-weights", options.reuse_weights,
+                    "Reuse the cached default version's weights (not built yet: rejected)");
+  command->add_option("--autotune-effort", options.autotune_effort, "Kernel search effort: off, default, audit");
+  command->add_option("--compile-workers", options.compile_workers, "CPU compiler process budget per host");
+  command->add_option("--repo-id", options.repo_id, "Hugging Face target recorded for the exported entry");
+  command->add_option("--official-source", options.official_source,
+                      "Published repository URL under the configured publisher namespace");
+}
+
+}  // namespace flare::ignition
