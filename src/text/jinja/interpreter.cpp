@@ -66,6 +66,9 @@ Value Environment::lookup(const std::string& name) const {
   return Value();
 }
 
+// Namespaces can form cycles (ns.self = ns). Clearing them while namespaces_ still holds
+// every namespace breaks the cycles, and destroying their contents never recurses into a
+// namespace, so destruction depth stays within the recorded depth of lists and maps.
 Interpreter::~Interpreter() {
   for (const Value& ns : namespaces_) ns.as_map().clear();
 }
@@ -184,6 +187,8 @@ void Interpreter::exec_set(const Node& node, const EnvPtr& env) {
     Value object = eval(*target.a, env);
     if (!object.is_namespace()) template_error("cannot assign attribute on non-namespace object");
     if (target.b->kind != NodeKind::identifier) template_error("Cannot assign to member with non-identifier property");
+    if (rhs.depth() + 1 > k_max_value_depth) template_error(fmt::format("value nested deeper than {} levels", k_max_value_depth));
+    object.as_map().raise_depth(rhs.depth() + 1);
     object.as_map().set(target.b->text, std::move(rhs));
   } else {
     template_error("Invalid left-hand side in set");
@@ -241,6 +246,7 @@ void Interpreter::exec_for(const Node& node, const EnvPtr& env, std::string& out
   size_t n = items.size();
   for (size_t i = 0; i < n; ++i) {
     ValueMap loop;
+    loop.reserve(9);
     loop.set("index", Value::integer(static_cast<int64_t>(i + 1)));
     loop.set("index0", Value::integer(static_cast<int64_t>(i)));
     loop.set("revindex", Value::integer(static_cast<int64_t>(n - i)));

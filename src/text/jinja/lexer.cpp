@@ -278,6 +278,7 @@ bool Lexer::lex_sign() {
 bool Lexer::lex_operator() {
   for (const auto& [seq, type] : k_mapping_table) {
     if (type == TokenType::text) break;
+    if (seq[0] != at(cursor_)) continue;
     std::string_view sequence(seq);
     if (sequence == "}}" && curly_depth_ > 0) continue;
     if (!starts(sequence)) continue;

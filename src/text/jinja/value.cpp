@@ -14,28 +14,43 @@ namespace flare::text::jinja {
 
 // ---- ValueMap ----
 
+// Small maps (most template maps: messages, loop) search linearly; an index is built
+// only once a map grows past k_index_threshold entries.
 const Value* ValueMap::find(std::string_view key) const {
+  if (index_.empty()) {
+    for (const auto& entry : entries_) {
+      if (entry.first == key) return &entry.second;
+    }
+    return nullptr;
+  }
   auto it = index_.find(std::string(key));
   return it == index_.end() ? nullptr : &entries_[it->second].second;
 }
 
 void ValueMap::set(std::string key, Value value) {
-  auto it = index_.find(key);
-  if (it != index_.end()) {
-    entries_[it->second].second = std::move(value);
+  if (const Value* found = find(key)) {
+    const_cast<Value&>(*found) = std::move(value);
     return;
   }
-  index_.emplace(key, entries_.size());
   entries_.emplace_back(std::move(key), std::move(value));
+  if (!index_.empty()) {
+    index_.emplace(entries_.back().first, entries_.size() - 1);
+  } else if (entries_.size() > k_index_threshold) {
+    for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].first, i);
+  }
 }
 
 bool ValueMap::erase(std::string_view key) {
-  auto it = index_.find(std::string(key));
-  if (it == index_.end()) return false;
-  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(it->second));
-  index_.clear();
-  for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].first, i);
-  return true;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].first != key) continue;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+    index_.clear();
+    if (entries_.size() > k_index_threshold) {
+      for (size_t j = 0; j < entries_.size(); ++j) index_.emplace(entries_[j].first, j);
+    }
+    return true;
+  }
+  return false;
 }
 
 void ValueMap::clear() {
@@ -81,8 +96,20 @@ Value Value::string(std::string value) {
   v.object_ = std::make_shared<std::string>(std::move(value));
   return v;
 }
+namespace {
+int checked_depth(int depth) {
+  if (depth > k_max_value_depth) fail_input("value nested deeper than {} levels", k_max_value_depth);
+  return depth;
+}
+}  // namespace
+
+int Value::depth() const { return kind_ == ValueKind::name_space ? as_map().depth() : depth_; }
+
 Value Value::list(ValueList items, bool is_tuple) {
   Value v;
+  int depth = 0;
+  for (const Value& item : items) depth = std::max(depth, item.depth());
+  v.depth_ = static_cast<uint16_t>(checked_depth(depth + 1));
   v.kind_ = ValueKind::list;
   v.tuple_ = is_tuple;
   v.object_ = std::make_shared<ValueList>(std::move(items));
@@ -90,12 +117,18 @@ Value Value::list(ValueList items, bool is_tuple) {
 }
 Value Value::map(ValueMap entries) {
   Value v;
+  int depth = 0;
+  for (const auto& entry : entries.entries()) depth = std::max(depth, entry.second.depth());
+  v.depth_ = static_cast<uint16_t>(checked_depth(depth + 1));
   v.kind_ = ValueKind::map;
   v.object_ = std::make_shared<ValueMap>(std::move(entries));
   return v;
 }
 Value Value::name_space(ValueMap entries) {
   Value v;
+  int depth = 0;
+  for (const auto& entry : entries.entries()) depth = std::max(depth, entry.second.depth());
+  entries.raise_depth(checked_depth(depth + 1));
   v.kind_ = ValueKind::name_space;
   v.object_ = std::make_shared<ValueMap>(std::move(entries));
   return v;

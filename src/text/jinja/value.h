@@ -4,6 +4,7 @@
 // Value is cheap. Printing and JSON follow that renderer's JavaScript semantics.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +18,8 @@ namespace flare::text::jinja {
 
 class Value;
 struct Environment;
+
+constexpr int k_max_value_depth = 500;
 class Interpreter;
 
 using ValueList = std::vector<Value>;
@@ -31,10 +34,16 @@ class ValueMap {
   bool empty() const { return entries_.empty(); }
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
   void clear();
+  void reserve(size_t n_entries) { entries_.reserve(n_entries); }
+  // Nesting depth of a namespace's contents (namespaces are the only mutable containers).
+  int depth() const { return depth_; }
+  void raise_depth(int depth) { depth_ = std::max(depth_, depth); }
 
  private:
+  static constexpr size_t k_index_threshold = 12;
+  int depth_ = 1;
   std::vector<std::pair<std::string, Value>> entries_;
-  std::unordered_map<std::string, size_t> index_;
+  std::unordered_map<std::string, size_t> index_;  // empty while the map is small
 };
 
 struct CallArgs {
@@ -89,11 +98,15 @@ class Value {
 
   bool truthy() const;
   const char* type_name() const;
+  // Container nesting depth (0 for scalars). Bounded by k_max_value_depth so that no value
+  // is too deep to print, compare or destroy without exhausting the stack.
+  int depth() const;
 
  private:
   ValueKind kind_ = ValueKind::undefined;
   bool boolean_ = false;
   bool tuple_ = false;
+  uint16_t depth_ = 0;
   int64_t integer_ = 0;
   double floating_ = 0.0;
   std::shared_ptr<void> object_;  // std::string, ValueList, ValueMap or NativeFunction

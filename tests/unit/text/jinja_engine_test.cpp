@@ -103,6 +103,16 @@ TEST(JinjaLimits, CyclicNamespaceFailsCleanly) {
   EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.x = [ns] %}{{ ns }}").find("error"), std::string::npos);
 }
 
+TEST(JinjaLimits, ValueNestingIsBounded) {
+  // Built one level per iteration: must fail cleanly, and nothing deep is left to destroy.
+  std::string message = error_of("{% set x = [] %}{% for i in range(100000) %}{% set x = [x] %}{% endfor %}{{ x|length }}");
+  EXPECT_NE(message.find("nested deeper"), std::string::npos) << message;
+  message = error_of("{% set ns = namespace(n=none) %}{% for i in range(100000) %}{% set ns.n = namespace(n=ns.n) %}{% endfor %}");
+  EXPECT_NE(message.find("nested deeper"), std::string::npos) << message;
+  message = error_of("{% set ns = namespace() %}{% set l = [ns] %}{% for i in range(100000) %}{% set ns.x = l %}{% set l = [l] %}{% endfor %}");
+  EXPECT_NE(message.find("nested deeper"), std::string::npos) << message;
+}
+
 std::string read_template(const std::string& model) {
   std::ifstream in(std::string(FLARE_TEST_DATA) + "/templates/" + model + ".tokenizer_config.json");
   std::stringstream buffer;
