@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <exception>
+#include <utility>
 
 #include "common/error.h"
 #include "engine/admission.h"
@@ -41,6 +42,7 @@ LocalEngine::~LocalEngine() {
   std::vector<RequestHandle> handles;
   for (const auto& [handle, sink] : sinks_) handles.push_back(handle);
   for (RequestHandle handle : handles) deliver(scheduler_.cancel(handle));
+  publish_stats();
 }
 
 double LocalEngine::now_ms() const {
@@ -155,9 +157,7 @@ void LocalEngine::deliver(std::vector<RequestOutputs> outputs) {
     }
     if (finished) {
       sinks_.erase(it);
-      std::lock_guard lock(mutex_);
-      --n_in_flight_;
-      if (n_in_flight_ == 0) idle_.notify_all();
+      ++n_finished_unpublished_;  // counted out of n_in_flight_ with the next stats
     }
   }
 }
@@ -171,6 +171,8 @@ void LocalEngine::publish_stats() {
   stats_.n_prefix_queried_tokens = scheduler_.counters().n_prefix_queried_tokens;
   stats_.n_prefix_hit_tokens = scheduler_.counters().n_prefix_hit_tokens;
   counters_ = scheduler_.counters();
+  n_in_flight_ -= std::exchange(n_finished_unpublished_, 0);
+  if (n_in_flight_ == 0) idle_.notify_all();
 }
 
 }  // namespace flare::engine

@@ -49,7 +49,7 @@ class LocalEngine final : public Engine {
   EngineStats stats() const override;
   SchedulerCounters counters() const;
 
-  // Blocks until no request is queued or running (tests, shutdown drains).
+  // Blocks until no request is queued or running and stats() says so (tests, shutdown drains).
   void wait_idle();
 
  private:
@@ -76,6 +76,7 @@ class LocalEngine final : public Engine {
   Scheduler scheduler_;  // engine thread only
   std::vector<float> logits_;
   std::unordered_map<RequestHandle, std::shared_ptr<OutputSink>> sinks_;  // engine thread only
+  std::int64_t n_finished_unpublished_ = 0;                                 // engine thread only
   const std::chrono::steady_clock::time_point start_;
 
   mutable std::mutex mutex_;

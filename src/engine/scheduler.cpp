@@ -39,16 +39,13 @@ void Scheduler::add(RequestHandle handle, GenerationRequest request, helios::Sam
   r->request = std::move(request);
   r->choices.reserve(std::size_t(n));
   for (std::int32_t i = 0; i < n; ++i) r->choices.emplace_back(pool_, options_.page_size_tokens, i);
+  if (!by_handle_.emplace(handle, r.get()).second) fail(ExitCode::failure, "internal: request handle {} reused", handle);
   waiting_.push_back(std::move(r));
 }
 
 Scheduler::Request* Scheduler::find(RequestHandle handle) {
-  for (auto* list : {&running_, &waiting_}) {
-    for (auto& r : *list) {
-      if (r->handle == handle) return r.get();
-    }
-  }
-  return nullptr;
+  auto it = by_handle_.find(handle);
+  return it == by_handle_.end() ? nullptr : it->second;
 }
 
 std::int32_t Scheduler::n_active_choices() const {
@@ -58,6 +55,7 @@ std::int32_t Scheduler::n_active_choices() const {
 }
 
 void Scheduler::remove(Request& request) {
+  by_handle_.erase(request.handle);
   for (auto* list : {&running_, &waiting_}) {
     auto it = std::find_if(list->begin(), list->end(), [&](const auto& r) { return r.get() == &request; });
     if (it != list->end()) {
@@ -119,11 +117,6 @@ void Scheduler::admit(Request& r) {
                          : helios::SequencePages(pool_, options_.page_size_tokens);
   lead.n_computed = lead.pages.n_tokens();
   lead.forked = true;
-  if (r.n_cached_prompt_tokens < 0) {
-    r.n_cached_prompt_tokens = std::min(lead.n_computed, r.n_prompt());
-    counters_.n_prefix_queried_tokens += r.n_prompt();
-    counters_.n_prefix_hit_tokens += r.n_cached_prompt_tokens;
-  }
   r.running = true;
   r.admission = ++admission_counter_;
   auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == &r; });
@@ -148,8 +141,7 @@ void Scheduler::preempt(Request& r) {
   waiting_.insert(pos, std::move(owned));
 }
 
-bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies,
-                         const std::vector<Request*>& in_step) {
+bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies) {
   const std::int32_t page = options_.page_size_tokens;
   for (;;) {
     if (c.pages.append(n_tokens, copies)) return true;
@@ -169,7 +161,7 @@ bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vec
     Request* victim = nullptr;
     for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
       Request* candidate = it->get();
-      if (candidate == &r || std::find(in_step.begin(), in_step.end(), candidate) != in_step.end()) continue;
+      if (candidate == &r || candidate->scheduled_stamp == schedule_stamp_) continue;  // not one in this step
       if (candidate->n_pages_held() == 0) continue;
       victim = candidate;
       break;
@@ -199,7 +191,7 @@ void Scheduler::emit_row(StepPlan& plan, Request& r, Choice& c, std::int32_t n_t
 StepPlan Scheduler::schedule(double now_ms) {
   StepPlan plan;
   std::int32_t budget = options_.step_token_budget();
-  std::vector<Request*> in_step;
+  ++schedule_stamp_;
   bool admissions_blocked = false;
   auto cands = candidates(now_ms);
   for (const Candidate& cand : cands) {
@@ -213,26 +205,29 @@ StepPlan Scheduler::schedule(double now_ms) {
     Choice& c = cand.waiting ? *r.lead() : *cand.choice;
     std::int32_t n = std::min({r.target(c) - c.n_computed, budget, options_.prefill_chunk_tokens});
     if (n <= 0) continue;
-    if (!allocate(r, c, n, plan.page_copies, in_step)) {
+    if (!allocate(r, c, n, plan.page_copies)) {
       if (cand.waiting) {
         preempt(r);  // back to the queue, in arrival order; later arrivals wait behind it
         admissions_blocked = true;
       }
       continue;
     }
+    if (cand.waiting && r.n_cached_prompt_tokens < 0) {  // usage reports the first admission's hit
+      r.n_cached_prompt_tokens = std::min(c.n_computed, r.n_prompt());
+      counters_.n_prefix_queried_tokens += r.n_prompt();
+      counters_.n_prefix_hit_tokens += r.n_cached_prompt_tokens;
+    }
     emit_row(plan, r, c, n);
     budget -= n;
-    if (std::find(in_step.begin(), in_step.end(), &r) == in_step.end()) in_step.push_back(&r);
+    r.scheduled_stamp = schedule_stamp_;
+    c.scheduled_stamp = schedule_stamp_;
   }
   for (auto& r : running_) {
     for (auto& c : r->choices) c.n_skipped_steps = 0;
   }
   for (const Candidate& cand : cands) {
     if (cand.choice == nullptr || !cand.request->running) continue;
-    const bool scheduled = std::any_of(plan.rows.begin(), plan.rows.end(), [&](const ScheduledRow& row) {
-      return row.handle == cand.request->handle && row.choice_index == cand.choice->index;
-    });
-    if (!scheduled) ++cand.choice->n_skipped_steps;
+    if (cand.choice->scheduled_stamp != schedule_stamp_) ++cand.choice->n_skipped_steps;
   }
   if (!plan.empty()) {
     ++counters_.n_steps;

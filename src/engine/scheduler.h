@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/engine_options.h"
@@ -103,8 +104,7 @@ class Scheduler {
 
   Request* find(RequestHandle handle);
   std::vector<Candidate> candidates(double now_ms);
-  bool allocate(Request& request, Choice& choice, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies,
-                const std::vector<Request*>& in_step);
+  bool allocate(Request& request, Choice& choice, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies);
   void admit(Request& request);
   void preempt(Request& request);
   void fork_choices(Request& request, Choice& lead);
@@ -122,8 +122,10 @@ class Scheduler {
   std::unique_ptr<PrefixCache> prefix_cache_;
   std::list<std::unique_ptr<Request>> running_;  // in admission order
   std::list<std::unique_ptr<Request>> waiting_;  // in arrival order
+  std::unordered_map<RequestHandle, Request*> by_handle_;  // every request in either list
   std::int64_t admission_counter_ = 0;
   std::int64_t arrival_counter_ = 0;
+  std::int64_t schedule_stamp_ = 0;  // counts schedule() calls
   SchedulerCounters counters_;
 };
 

@@ -176,7 +176,10 @@ std::vector<RequestOutputs> Scheduler::apply(const StepPlan& plan, std::span<con
     if (!c.active()) continue;
     const std::int32_t start = c.n_computed;
     c.n_computed += row.n_tokens;
-    if (std::find(touched.begin(), touched.end(), r) == touched.end()) touched.push_back(r);
+    if (r->touched_step != counters_.n_steps) {
+      r->touched_step = counters_.n_steps;
+      touched.push_back(r);
+    }
     if (r->request.prompt_logprobs && !r->prompt_logprobs_sent && row.n_logits > 0) {
       add_prompt_logprobs(*r, start + row.n_tokens - row.n_logits, row.n_logits, rows, vocab_size);
     }

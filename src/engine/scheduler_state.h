@@ -26,6 +26,7 @@ struct Scheduler::Choice {
   bool finish_reported = false;
   double terminal_since_ms = -1.0;
   std::int32_t n_skipped_steps = 0;
+  std::int64_t scheduled_stamp = -1;  // the schedule() call that last gave it a row
 
   bool active() const { return finish == FinishReason::none; }
 };
@@ -45,6 +46,8 @@ struct Scheduler::Request {
   std::vector<TokenOutput> prompt_logprobs;
   bool prompt_logprobs_sent = false;
   std::string error_message;
+  std::int64_t touched_step = -1;     // the last apply() that ran one of its rows
+  std::int64_t scheduled_stamp = -1;  // the schedule() call that last gave it a row
 
   std::int32_t n_prompt() const { return std::int32_t(request.prompt_token_ids.size()); }
   std::int32_t known(const Choice& c) const { return n_prompt() + std::int32_t(c.generated.size()); }

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <chrono>
+#include <cstdio>
 #include <random>
+#include <set>
 
 #include "fake_model.h"
 
@@ -405,6 +408,76 @@ TEST(Scheduler, CancelReturnsPagesAndAborts) {
   EXPECT_EQ(h.finish[b][0], FinishReason::length);
   EXPECT_TRUE(h.finished.count(waiting));
   h.expect_pages_returned();
+}
+
+TEST(Scheduler, CancellingTheLeadBeforeTheForkHandsItsPromptOn) {
+  Harness h(small_options());
+  auto r = make_request(iota_prompt(40), 6, 1.0f);
+  r.n = 3;
+  r.sampling.seed = 5;
+  const auto handle = h.add(r);
+  h.step();  // 16 of 40 prompt tokens, in choice 0's pages
+  h.record(h.scheduler.cancel_choice(handle, 0));
+  EXPECT_EQ(h.finish[handle][0], FinishReason::abort);
+  h.run_all();
+  EXPECT_EQ(h.plans[1].step.rows[0].start_position, 16);  // the prefill continues where it was
+  for (std::int32_t c = 1; c < 3; ++c) {
+    EXPECT_EQ(h.tokens[handle][c], reference_tokens(h.model, r.prompt_token_ids, params_of(r, 0), c, 6)) << c;
+  }
+  h.expect_pages_returned();
+}
+
+TEST(Scheduler, AdmissionWaitsForPagesWithoutPreemptingRunningRequests) {
+  auto o = small_options();
+  o.n_pages = 12;  // 48 tokens
+  o.prefix_checkpoints_per_slot = 0;
+  Harness h(o);
+  const auto a = h.add(make_request(iota_prompt(20), 20));  // up to 10 pages
+  h.step();
+  const auto b = h.add(make_request(iota_prompt(20, 3), 4));
+  for (int i = 0; i < 30 && !h.finished.count(a); ++i) h.step();
+  EXPECT_EQ(h.scheduler.counters().n_preemptions, 0);
+  h.run_all();
+  EXPECT_EQ(h.tokens[a][0], reference_tokens(h.model, iota_prompt(20), params_of(h.requests[a], 7), 0, 20));
+  EXPECT_EQ(h.tokens[b][0], reference_tokens(h.model, iota_prompt(20, 3), params_of(h.requests[b], 7), 0, 4));
+  h.expect_pages_returned();
+}
+
+// Scheduler cost per step without a model (a benchmark, not a timed test):
+//   unit_engine --gtest_also_run_disabled_tests --gtest_filter='*StepOverhead*'
+TEST(Scheduler, DISABLED_StepOverhead) {
+  for (std::int32_t n_rows : {8, 64, 256}) {
+    auto o = small_options();
+    o.max_concurrency = n_rows;
+    o.page_size_tokens = 16;
+    o.n_pages = n_rows * 80;
+    o.context_limit = 4096;
+    o.prefill_chunk_tokens = 2048;
+    Scheduler scheduler(o);
+    for (std::int32_t i = 0; i < n_rows; ++i) {
+      auto r = make_request(iota_prompt(100, i), 1000);
+      scheduler.add(RequestHandle(i + 1), r, params_of(r, 1), 0.0);
+    }
+    std::vector<float> logits;
+    double schedule_s = 0, apply_s = 0;
+    std::int32_t n_steps = 0;
+    for (int step = 0; step < 200; ++step) {
+      const auto t0 = std::chrono::steady_clock::now();
+      StepPlan plan = scheduler.schedule(double(step));
+      const auto t1 = std::chrono::steady_clock::now();
+      logits.assign(std::size_t(plan.step.n_logit_rows()) * kVocab, 0.0f);
+      for (std::size_t j = 0; j < logits.size(); j += kVocab) logits[j + (j / kVocab) % kVocab] = 1.0f;
+      scheduler.apply(plan, logits, kVocab);
+      const auto t2 = std::chrono::steady_clock::now();
+      if (step >= 50) {  // decode-only steady state
+        schedule_s += std::chrono::duration<double>(t1 - t0).count();
+        apply_s += std::chrono::duration<double>(t2 - t1).count();
+        ++n_steps;
+      }
+    }
+    std::printf("[ overhead ] %d decode rows: schedule %.1f us, apply (greedy, vocab %d) %.1f us per step\n", n_rows,
+                1e6 * schedule_s / n_steps, kVocab, 1e6 * apply_s / n_steps);
+  }
 }
 
 TEST(Scheduler, LogprobsAndPromptLogprobs) {
