@@ -157,6 +157,25 @@ Value bound(std::function<Value(CallArgs&)> function) {
   });
 }
 
+Value string_replace_method(const Value& object, const CallArgs& args, Interpreter& interpreter) {
+  if (args.positional.size() < 2) template_error("replace() requires at least two arguments");
+  const Value& from = args.positional[0];
+  const Value& to = args.positional[1];
+  if (!from.is_string() || !to.is_string()) template_error("replace() arguments must be strings");
+  const Value* count = argument_at(args, 2, "count");
+  if (count && !count->is_none() && count->kind() != ValueKind::integer) {
+    template_error("replace() count argument must be a number or null");
+  }
+  int64_t n = count && count->kind() == ValueKind::integer ? count->as_int() : -1;
+  const std::string& text = object.as_string();
+  size_t n_matches = from.as_string().empty() ? text.size() + 1 : 0;
+  if (!from.as_string().empty()) {
+    for (size_t p = text.find(from.as_string()); p != std::string::npos; p = text.find(from.as_string(), p + from.as_string().size())) ++n_matches;
+  }
+  interpreter.check_string(text.size() + n_matches * to.as_string().size());
+  return Value::string(replace_string(text, from.as_string(), to.as_string(), n));
+}
+
 Value string_method(const Value& object, const std::string& name, Interpreter& interpreter) {
   const std::string& s = object.as_string();
   auto string_result = [object](auto transform) {
@@ -213,24 +232,7 @@ Value string_method(const Value& object, const std::string& name, Interpreter& i
     });
   }
   if (name == "replace") {
-    return bound([object, &interpreter](CallArgs& args) {
-      if (args.positional.size() < 2) template_error("replace() requires at least two arguments");
-      const Value& from = args.positional[0];
-      const Value& to = args.positional[1];
-      if (!from.is_string() || !to.is_string()) template_error("replace() arguments must be strings");
-      const Value* count = argument_at(args, 2, "count");
-      if (count && !count->is_none() && count->kind() != ValueKind::integer) {
-        template_error("replace() count argument must be a number or null");
-      }
-      int64_t n = count && count->kind() == ValueKind::integer ? count->as_int() : -1;
-      const std::string& text = object.as_string();
-      size_t n_matches = from.as_string().empty() ? text.size() + 1 : 0;
-      if (!from.as_string().empty()) {
-        for (size_t p = text.find(from.as_string()); p != std::string::npos; p = text.find(from.as_string(), p + from.as_string().size())) ++n_matches;
-      }
-      interpreter.check_string(text.size() + n_matches * to.as_string().size());
-      return Value::string(replace_string(text, from.as_string(), to.as_string(), n));
-    });
+    return bound([object, &interpreter](CallArgs& args) { return string_replace_method(object, args, interpreter); });
   }
   if (name == "format") {
     return bound([object, &interpreter](CallArgs& args) {
@@ -376,37 +378,41 @@ Value Interpreter::apply_filter(const Value& operand, const Node& filter, const 
   return apply_call_filter(operand, filter.a->text, filter, env);
 }
 
+Value Interpreter::simple_list_filter(const Value& operand, const std::string& name, const EnvPtr& env) {
+  const ValueList& items = operand.as_list();
+  if (name == "list") return operand;
+  if (name == "first") return items.empty() ? Value() : items.front();
+  if (name == "last") return items.empty() ? Value() : items.back();
+  if (name == "length" || name == "count") return Value::integer(static_cast<int64_t>(items.size()));
+  if (name == "reverse") return Value::list(ValueList(items.rbegin(), items.rend()));
+  if (name == "sort") {
+    ValueList sorted = items;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const Value& a, const Value& b) { return compare_values(a, b, false) < 0; });
+    return Value::list(std::move(sorted));
+  }
+  if (name == "join") return apply_call_filter(operand, name, Node(NodeKind::call, offset_), env);
+  if (name == "string") return Value::string(to_output_string(operand, limits_.max_output_bytes));
+  if (name == "unique") {
+    ValueList output;
+    for (const Value& item : items) {
+      bool seen = std::any_of(output.begin(), output.end(), [&](const Value& o) { return strict_equal(o, item); });
+      if (!seen) output.push_back(item);
+    }
+    return Value::list(std::move(output));
+  }
+  template_error("Unknown ArrayValue filter: " + name);
+}
+
 Value Interpreter::apply_simple_filter(const Value& operand, const std::string& name, const EnvPtr& env) {
   if (name == "safe") return operand;
   if (name == "tojson") {
-    std::string json = to_json(operand, {});
+    JsonOptions options;
+    options.max_bytes = limits_.max_output_bytes;
+    std::string json = to_json(operand, options);
     check_string(json.size());
     return Value::string(std::move(json));
   }
-  if (operand.is_list()) {
-    const ValueList& items = operand.as_list();
-    if (name == "list") return operand;
-    if (name == "first") return items.empty() ? Value() : items.front();
-    if (name == "last") return items.empty() ? Value() : items.back();
-    if (name == "length" || name == "count") return Value::integer(static_cast<int64_t>(items.size()));
-    if (name == "reverse") return Value::list(ValueList(items.rbegin(), items.rend()));
-    if (name == "sort") {
-      ValueList sorted = items;
-      std::stable_sort(sorted.begin(), sorted.end(), [](const Value& a, const Value& b) { return compare_values(a, b, false) < 0; });
-      return Value::list(std::move(sorted));
-    }
-    if (name == "join") return apply_call_filter(operand, name, Node(NodeKind::call, offset_), env);
-    if (name == "string") return Value::string(to_output_string(operand));
-    if (name == "unique") {
-      ValueList output;
-      for (const Value& item : items) {
-        bool seen = std::any_of(output.begin(), output.end(), [&](const Value& o) { return strict_equal(o, item); });
-        if (!seen) output.push_back(item);
-      }
-      return Value::list(std::move(output));
-    }
-    template_error("Unknown ArrayValue filter: " + name);
-  }
+  if (operand.is_list()) return simple_list_filter(operand, name, env);
   if (operand.is_string()) {
     const std::string& s = operand.as_string();
     if (name == "length" || name == "count" || name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
@@ -436,13 +442,13 @@ Value Interpreter::apply_simple_filter(const Value& operand, const std::string& 
     if (name == "abs") return is_int ? Value::integer(std::llabs(operand.as_int())) : Value::floating(std::fabs(operand.as_number()));
     if (name == "int") return is_int ? operand : Value::integer(static_cast<int64_t>(std::floor(operand.as_number())));
     if (name == "float") return Value::floating(operand.as_number());
-    if (name == "string") return Value::string(to_output_string(operand));
+    if (name == "string") return Value::string(to_output_string(operand, limits_.max_output_bytes));
     template_error("Unknown NumericValue filter: " + name);
   }
   if (operand.is_map()) {
     if (name == "items") return Value::list(map_items(operand));
     if (name == "length" || name == "count") return Value::integer(static_cast<int64_t>(operand.as_map().size()));
-    if (name == "string") return Value::string(to_output_string(operand));
+    if (name == "string") return Value::string(to_output_string(operand, limits_.max_output_bytes));
     Value method = dict_method(operand, name);
     if (method.is_function()) {
       CallArgs none;
@@ -461,37 +467,41 @@ Value Interpreter::apply_simple_filter(const Value& operand, const std::string& 
   template_error(fmt::format("Cannot apply filter \"{}\" to type: {}", name, operand.type_name()));
 }
 
+// tojson(indent=, ensure_ascii=, sort_keys=, separators=) as transformers passes them.
+Value Interpreter::tojson_filter(const Value& operand, const CallArgs& args) {
+  JsonOptions options;
+  options.max_bytes = limits_.max_output_bytes;
+  const Value* indent = args.keyword("indent");
+  if (indent && !indent->is_none()) {
+    if (indent->kind() != ValueKind::integer) template_error("If set, indent must be a number");
+    options.indent = static_cast<int>(std::clamp<int64_t>(indent->as_int(), 0, 64));
+  }
+  options.ensure_ascii = bool_argument(args.keyword("ensure_ascii"), false, "If set, ensure_ascii");
+  options.sort_keys = bool_argument(args.keyword("sort_keys"), false, "If set, sort_keys");
+  const Value* separators = args.keyword("separators");
+  if (separators && !separators->is_none()) {
+    if (!separators->is_list() || separators->as_list().size() != 2 || !separators->as_list()[0].is_string() ||
+        !separators->as_list()[1].is_string()) {
+      template_error("separators must be a tuple of two strings");
+    }
+    options.has_separators = true;
+    options.item_separator = separators->as_list()[0].as_string();
+    options.key_separator = separators->as_list()[1].as_string();
+  }
+  std::string json = to_json(operand, options);
+  check_string(json.size());
+  return Value::string(std::move(json));
+}
+
 Value Interpreter::apply_call_filter(const Value& operand, const std::string& name, const Node& call_node, const EnvPtr& env) {
   CallArgs args = eval_arguments(call_node.items, env);
-  if (name == "tojson") {
-    JsonOptions options;
-    const Value* indent = args.keyword("indent");
-    if (indent && !indent->is_none()) {
-      if (indent->kind() != ValueKind::integer) template_error("If set, indent must be a number");
-      options.indent = static_cast<int>(std::clamp<int64_t>(indent->as_int(), 0, 64));
-    }
-    options.ensure_ascii = bool_argument(args.keyword("ensure_ascii"), false, "If set, ensure_ascii");
-    options.sort_keys = bool_argument(args.keyword("sort_keys"), false, "If set, sort_keys");
-    const Value* separators = args.keyword("separators");
-    if (separators && !separators->is_none()) {
-      if (!separators->is_list() || separators->as_list().size() != 2 || !separators->as_list()[0].is_string() ||
-          !separators->as_list()[1].is_string()) {
-        template_error("separators must be a tuple of two strings");
-      }
-      options.has_separators = true;
-      options.item_separator = separators->as_list()[0].as_string();
-      options.key_separator = separators->as_list()[1].as_string();
-    }
-    std::string json = to_json(operand, options);
-    check_string(json.size());
-    return Value::string(std::move(json));
-  }
+  if (name == "tojson") return tojson_filter(operand, args);
   if (name == "join") {
     std::vector<std::string> parts;
     if (operand.is_string()) {
       parts = utf8_chars(operand.as_string());
     } else if (operand.is_list()) {
-      for (const Value& item : operand.as_list()) parts.push_back(item.is_none() || item.is_undefined() ? "" : to_js_string(item));
+      for (const Value& item : operand.as_list()) parts.push_back(item.is_none() || item.is_undefined() ? "" : to_js_string(item, limits_.max_output_bytes));
     } else {
       template_error(fmt::format("Cannot apply filter \"join\" to type: {}", operand.type_name()));
     }

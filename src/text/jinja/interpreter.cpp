@@ -124,7 +124,7 @@ void Interpreter::append(std::string& out, const Value& value) {
     check_string(out.size() + value.as_string().size());
     out += value.as_string();
   } else {
-    std::string text = to_output_string(value);
+    std::string text = to_output_string(value, limits_.max_output_bytes);
     check_string(out.size() + text.size());
     out += text;
   }
@@ -414,7 +414,7 @@ Value Interpreter::eval_binary(const Node& node, const EnvPtr& env) {
   }
   if (left.is_none() || right.is_none()) template_error("Cannot perform operation on null values");
   if (op == "~") {
-    std::string text = to_js_string(left) + to_js_string(right);
+    std::string text = to_js_string(left, limits_.max_output_bytes) + to_js_string(right, limits_.max_output_bytes);
     check_string(text.size());
     return Value::string(std::move(text));
   }
@@ -447,7 +447,7 @@ Value Interpreter::eval_binary(const Node& node, const EnvPtr& env) {
     return Value::boolean(op == "in" ? member : !member);
   }
   if ((left.is_string() || right.is_string()) && op == "+") {
-    std::string text = to_js_string(left) + to_js_string(right);
+    std::string text = to_js_string(left, limits_.max_output_bytes) + to_js_string(right, limits_.max_output_bytes);
     check_string(text.size());
     return Value::string(std::move(text));
   }

@@ -77,6 +77,8 @@ class Interpreter {
   Value apply_simple_filter(const Value& operand, const std::string& name, const EnvPtr& env);
   Value apply_call_filter(const Value& operand, const std::string& name, const Node& call, const EnvPtr& env);
   Value apply_list_filter(const Value& operand, const std::string& name, CallArgs& args, const EnvPtr& env);
+  Value simple_list_filter(const Value& operand, const std::string& name, const EnvPtr& env);
+  Value tojson_filter(const Value& operand, const CallArgs& args);
   bool apply_test(const std::string& name, const Value& operand, const Value* argument);
   Value member_of(const Value& object, const std::string& name);
 

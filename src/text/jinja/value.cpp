@@ -212,7 +212,13 @@ std::string format_js_number(double value) {
   return sign + digits.substr(0, 1) + "." + digits.substr(1) + "e" + exp_text;
 }
 
-std::string to_js_string(const Value& value) {
+namespace {
+void check_text_size(size_t n_bytes, size_t max_bytes) {
+  if (n_bytes > max_bytes) fail_input("output exceeds the limit of {} bytes", max_bytes);
+}
+}  // namespace
+
+std::string to_js_string(const Value& value, size_t max_bytes) {
   switch (value.kind()) {
     case ValueKind::undefined: return "undefined";
     case ValueKind::none: return "null";
@@ -227,7 +233,8 @@ std::string to_js_string(const Value& value) {
         if (!first) out += ',';
         first = false;
         // Elements print as the reference's value objects do (NullValue prints "null").
-        out += item.is_none() ? "null" : item.is_undefined() ? "undefined" : to_output_string(item);
+        out += item.is_none() ? "null" : item.is_undefined() ? "undefined" : to_output_string(item, max_bytes);
+        check_text_size(out.size(), max_bytes);
       }
       return out;
     }
@@ -238,7 +245,7 @@ std::string to_js_string(const Value& value) {
   return "";
 }
 
-std::string to_output_string(const Value& value) {
+std::string to_output_string(const Value& value, size_t max_bytes) {
   switch (value.kind()) {
     case ValueKind::floating: {
       double v = value.as_number();
@@ -251,9 +258,10 @@ std::string to_output_string(const Value& value) {
     case ValueKind::name_space: {
       JsonOptions options;
       options.undefined_as_null = false;
+      options.max_bytes = max_bytes;
       return to_json(value, options);
     }
-    default: return to_js_string(value);
+    default: return to_js_string(value, max_bytes);
   }
 }
 
@@ -303,6 +311,7 @@ constexpr int k_max_json_depth = 512;  // values can be cyclic through namespace
 
 void append_json(std::string& out, const Value& value, const JsonOptions& options, int depth) {
   if (depth > k_max_json_depth) fail_input("tojson: value nested deeper than {} levels (cyclic?)", k_max_json_depth);
+  check_text_size(out.size(), options.max_bytes);
   std::string item_separator = options.has_separators ? options.item_separator : options.indent ? "," : ", ";
   std::string key_separator = options.has_separators ? options.key_separator : ": ";
   std::string base_padding = "\n" + std::string(static_cast<size_t>(options.indent * depth), ' ');

@@ -114,10 +114,13 @@ class Value {
 
 // JavaScript Number.prototype.toString for a double (shortest round trip).
 std::string format_js_number(double value);
+// Texts made from values are capped (a list can hold one long string many times over);
+// exceeding max_bytes throws flare::Error.
+constexpr size_t k_max_text_bytes = 64u << 20;
 // How `{{ value }}` prints (FloatValue prints 2.0 as "2.0"; lists and maps print as JSON).
-std::string to_output_string(const Value& value);
+std::string to_output_string(const Value& value, size_t max_bytes = k_max_text_bytes);
 // JavaScript String(value.value): what `+` and `~` concatenate and `join` joins.
-std::string to_js_string(const Value& value);
+std::string to_js_string(const Value& value, size_t max_bytes = k_max_text_bytes);
 
 struct JsonOptions {
   int indent = 0;  // 0: single line
@@ -127,6 +130,7 @@ struct JsonOptions {
   std::string item_separator;
   std::string key_separator;
   bool undefined_as_null = true;
+  size_t max_bytes = k_max_text_bytes;
 };
 // JSON as the reference renders `tojson` (Python json.dumps layout, JavaScript number text).
 std::string to_json(const Value& value, const JsonOptions& options);

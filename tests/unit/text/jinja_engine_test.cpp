@@ -82,6 +82,14 @@ TEST(JinjaLimits, OutputAndListSizesAreBounded) {
   EXPECT_NE(error_of("{% set l = [1] %}{% for i in range(40) %}{% set l = l + l %}{% endfor %}", limits).find("list exceeds"),
             std::string::npos);
   EXPECT_NE(error_of("{{ range(100000000) | length }}", limits).find("list exceeds"), std::string::npos);
+  // One long string referenced many times: printing, tojson and joining stay bounded.
+  limits.max_items = 100000;
+  std::string many = "{% set s = '" + std::string(60000, 'x') + "' %}{% set ns = namespace(l=[]) %}"
+                     "{% for i in range(200) %}{% set ns.l = ns.l + [s] %}{% endfor %}{% set l = ns.l %}";
+  EXPECT_NE(error_of(many + "{{ l }}", limits).find("output exceeds"), std::string::npos);
+  EXPECT_NE(error_of(many + "{{ l|tojson(indent=4) }}", limits).find("output exceeds"), std::string::npos);
+  EXPECT_NE(error_of(many + "{{ l|join(',') }}", limits).find("output exceeds"), std::string::npos);
+  EXPECT_NE(error_of(many + "{{ l ~ '' }}", limits).find("output exceeds"), std::string::npos);
 }
 
 TEST(JinjaLimits, DeepNestingFailsAtCompileTime) {
