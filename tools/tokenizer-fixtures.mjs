@@ -8,7 +8,8 @@
 // special tokens, and the decoded text with and without skip_special_tokens. Cases given as
 // "hex" are invalid UTF-8: the bytes are decoded with TextDecoder (each maximal invalid subpart
 // becomes U+FFFD), which is the behaviour the C++ tokenizer implements for byte input.
-// It also records decodes of pseudo-random id sequences (fixed seed) that mix byte tokens,
+// It also encodes 300 random texts (tests/data/tokenizers/corpus_random.json, fixed seed) and
+// records decodes of pseudo-random id sequences (fixed seed) that mix byte tokens,
 // special tokens and ordinary tokens, to pin down decoding of arbitrary model output.
 //
 // add_special_tokens: transformers (Python) rebuilds the post-processor of the Llama and Gemma
@@ -49,6 +50,38 @@ function rng(seed) {
   let s = seed >>> 0 || 1;
   return () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s / 4294967296; };
 }
+
+// Random texts mixing scripts, whitespace, digits, emoji sequences and special-token strings:
+// tests/data/tokenizers/corpus_random.json (deterministic, rewritten on every run).
+const RANDOM_POOL = [
+  'a', 'Z', 'the', ' of', 'Hello', "'s", "'LL", 'don', "n't", '_', '-', '.', ',', '!?', '...', '"', '`', '(', ')', '{', '}',
+  '[', ']', '<', '>', '/', '\\', '#', '$', '%', '&', '*', '+', '=', '|', '~', '^', '@', ';', ':',
+  '0', '7', '42', '123456', '3.14', '1,000', '\u00b2', '\u00bd', '\u0663', '\u096a', '\u2460',
+  ' ', '  ', '   ', '\t', '\n', '\n\n', '\r\n', '\r', ' \n', '\u00a0', '\u3000', '\u2028', '\u200b', '\ufeff', '\u0085', ' \u0085',
+  '\u00e9', 'e\u0301', 'A\u030a', '\u212b', '\u00f1', '\u0131', '\u0130', '\u017f', '\u212a', '\u03a3', '\u03c2', '\ufb01', '\uff21',
+  '\u4f60\u597d', '\u4e16\u754c', '\u6f22', '\u3053\u3093', '\u30ab\u30bf', '\uc548\ub155', '\u1100\u1161',
+  '\u0645\u0631\u062d\u0628\u0627', '\u0928\u092e\u0938\u094d\u0924\u0947', '\u0e2a\u0e27\u0e31\u0e2a', '\u041f\u0440\u0438',
+  '\ud83d\ude00', '\ud83d\udc4d\ud83c\udffd', '\ud83d\udc68\u200d\ud83d\udc69\u200d\ud83d\udc67', '\u2764\ufe0f',
+  '\ud83c\uddeb\ud83c\uddf7', '1\ufe0f\u20e3', '\ud800\udf48', '\ue000',
+  '<|im_start|>', '<|im_end|>', '<|endoftext|>', '<think>', '</think>', '<|begin_of_text|>', '<|eot_id|>',
+  '<\uff5cUser\uff5c>', '<\uff5cend\u2581of\u2581sentence\uff5c>', '<bos>', '<eos>', '<start_of_turn>', '<unused5>',
+  '<table>', '\t\t', '\u2581', '\u2581\u2581', '<0x41>', '<unk>', '<|im_', 'im_end|>',
+];
+
+function randomCorpus() {
+  const next = rng(20261129);
+  const pool = RANDOM_POOL;
+  const texts = [];
+  for (let n = 0; n < 300; ++n) {
+    const segments = 1 + Math.floor(next() * 40);
+    let text = '';
+    for (let i = 0; i < segments; ++i) text += pool[Math.floor(next() * pool.length)].repeat(1 + Math.floor(next() * 3));
+    texts.push(text);
+  }
+  return texts;
+}
+const randomTexts = randomCorpus();
+fs.writeFileSync(path.join(dataDir, 'corpus_random.json'), '[\n' + randomTexts.map((t) => JSON.stringify(t)).join(',\n') + '\n]\n');
 
 function decodeBoth(tok, ids) {
   if (ids.length === 0) return ['', ''];
@@ -92,6 +125,11 @@ async function generate(name) {
     return { name: entry.name, ids, ids_special: withSpecial(text, ids), decoded, decoded_skip };
   });
 
+  const random_cases = randomTexts.map((text) => {
+    const ids = tok.encode(text, { add_special_tokens: false });
+    return { ids, decoded: decodeBoth(tok, ids)[0] };
+  });
+
   // Pseudo-random id sequences: byte tokens (<0xNN> or single-byte byte-level tokens), added
   // tokens and ordinary tokens.
   const next = rng(0x5eed + name.length);
@@ -125,6 +163,9 @@ async function generate(name) {
   lines.push(`"generator": "node tools/tokenizer-fixtures.mjs (@huggingface/transformers ${transformers.env.version})",`);
   lines.push('"cases": [');
   lines.push(cases.map((c) => JSON.stringify(c)).join(',\n'));
+  lines.push('],');
+  lines.push('"random_cases": [');
+  lines.push(random_cases.map((c) => JSON.stringify(c)).join(',\n'));
   lines.push('],');
   lines.push('"decodes": [');
   lines.push(decodes.map((c) => JSON.stringify(c)).join(',\n'));

@@ -11,7 +11,8 @@
 namespace flare::text {
 namespace {
 
-// The GPT-2 pattern ByteLevel applies when use_regex is true.
+// The GPT-2 pattern ByteLevel applies when use_regex is true. The reference runs it as a JavaScript
+// regex, so its \s follows JavaScript (see RegexFlavour).
 constexpr std::string_view kByteLevelPattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
@@ -46,7 +47,7 @@ class SplitPreTokenizer final : public PreTokenizer {
 class ByteLevelPreTokenizer final : public PreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex)
-      : add_prefix_space_(add_prefix_space), regex_(use_regex ? std::make_unique<Regex>(kByteLevelPattern) : nullptr) {}
+      : add_prefix_space_(add_prefix_space), regex_(use_regex ? std::make_unique<Regex>(kByteLevelPattern, RegexFlavour::javascript) : nullptr) {}
   void pre_tokenize(PreTokens& tokens, bool) const override {
     if (add_prefix_space_) {
       for (std::string_view& piece : tokens.pieces) {

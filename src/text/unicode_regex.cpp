@@ -42,6 +42,60 @@ ThreadMatchState& thread_match_state() {
   return state;
 }
 
+// \s differs between engines: Oniguruma's (and the reference's, which rewrites tokenizer.json
+// patterns into \p{White_Space}) is the White_Space property, including U+0085; a JavaScript regex
+// literal's \s excludes U+0085 and includes U+FEFF. Spell the set out so that PCRE2's own
+// definition does not matter: \s -> [set] (or the bare set inside a class), \S -> [^set].
+constexpr std::string_view kOnigurumaSpace =
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+constexpr std::string_view kJavascriptSpace =
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
+
+std::string with_whitespace(std::string_view pattern, std::string_view space_set) {
+  std::string out;
+  out.reserve(pattern.size() + 16);
+  int class_depth = 0;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      char next = pattern[++i];
+      if (next == 's') {
+        if (class_depth == 0) out.push_back('[');
+        out.append(space_set);
+        if (class_depth == 0) out.push_back(']');
+      } else if (next == 'S' && class_depth == 0) {
+        out.append("[^").append(space_set).append("]");
+      } else {
+        out.push_back(c);
+        out.push_back(next);
+      }
+      continue;
+    }
+    if (c == '[') {
+      // "[:alpha:]" inside a class is a POSIX class, not a nested one.
+      if (class_depth > 0 && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+        size_t end = pattern.find(":]", i + 2);
+        if (end != std::string_view::npos) {
+          out.append(pattern.substr(i, end + 2 - i));
+          i = end + 1;
+          continue;
+        }
+      }
+      out.push_back(c);
+      if (class_depth == 0) {
+        ++class_depth;
+        // A ']' right after '[' or '[^' is a literal member.
+        if (i + 1 < pattern.size() && pattern[i + 1] == '^') out.push_back(pattern[++i]);
+        if (i + 1 < pattern.size() && pattern[i + 1] == ']') out.push_back(pattern[++i]);
+      }
+      continue;
+    }
+    if (c == ']' && class_depth > 0) --class_depth;
+    out.push_back(c);
+  }
+  return out;
+}
+
 std::string escape_literal(std::string_view literal) {
   std::string out;
   for (char c : literal) {
@@ -53,10 +107,11 @@ std::string escape_literal(std::string_view literal) {
 
 }  // namespace
 
-Regex::Regex(std::string_view pattern) : pattern_(pattern), code_(std::make_unique<Code>()) {
+Regex::Regex(std::string_view pattern, RegexFlavour flavour) : pattern_(pattern), code_(std::make_unique<Code>()) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  std::string compiled = with_whitespace(pattern, flavour == RegexFlavour::oniguruma ? kOnigurumaSpace : kJavascriptSpace);
+  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                               PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
   if (code_->code == nullptr) {
     PCRE2_UCHAR message[256];

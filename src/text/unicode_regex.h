@@ -17,11 +17,17 @@ struct Span {
   size_t end = 0;
 };
 
+// Which engine's \s a pattern was written for: Oniguruma (tokenizer.json patterns; \s is the
+// White_Space property, with U+0085) or JavaScript (the built-in ByteLevel pattern as the
+// reference runs it; \s has U+FEFF but not U+0085).
+enum class RegexFlavour { oniguruma, javascript };
+
 class Regex {
  public:
   // Compiles `pattern` (Oniguruma/Rust syntax as it appears in tokenizer.json; the common
-  // subset PCRE2 shares). Throws flare::Error naming the pattern when it does not compile.
-  explicit Regex(std::string_view pattern);
+  // subset PCRE2 shares), with \s as in `flavour`. Throws flare::Error naming the pattern when it
+  // does not compile.
+  explicit Regex(std::string_view pattern, RegexFlavour flavour = RegexFlavour::oniguruma);
   // A regex that matches `literal` exactly.
   static Regex literal(std::string_view literal);
   ~Regex();

@@ -10,6 +10,7 @@
 #include "text/normalizer.h"
 #include "text/pre_tokenizer.h"
 #include "text/unicode.h"
+#include "text/unicode_regex.h"
 
 namespace flare::text {
 namespace {
@@ -96,6 +97,30 @@ TEST(PreTokenizer, SplitRegexUnicodeAndLookahead) {
             (Strings{"Hello", " ", " world", "'s", " ", "4", "2", "\n\n", " x"}));
   EXPECT_EQ(pre_tokenize(qwen, "\xC3\xA9t\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"), (Strings{"\xC3\xA9t\xC3\xA9", " \xE6\x97\xA5\xE6\x9C\xAC"}));
   EXPECT_EQ(pre_tokenize(qwen, "IT'S"), (Strings{"IT", "'S"}));
+}
+
+TEST(Regex, WhitespaceFlavours) {
+  auto matches = [](const Regex& regex, std::string_view text) {
+    std::vector<Span> spans;
+    regex.find_all(text, spans);
+    std::vector<std::string> out;
+    for (const Span& s : spans) out.emplace_back(text.substr(s.begin, s.end - s.begin));
+    return out;
+  };
+  const std::string nel = "\xC2\x85";
+  const std::string bom = "\xEF\xBB\xBF";
+  Regex onig("\\s+");
+  Regex js("\\s+", RegexFlavour::javascript);
+  EXPECT_EQ(matches(onig, " " + nel + " " + bom), (Strings{" " + nel + " "}));
+  EXPECT_EQ(matches(js, " " + nel + " " + bom), (Strings{" ", " " + bom}));
+  EXPECT_EQ(matches(Regex("[^\\s\\p{L}]+"), "a" + nel + "1-b"), (Strings{"1-"}));
+  EXPECT_EQ(matches(Regex("\\S+"), "x" + nel + "y"), (Strings{"x", "y"}));
+  EXPECT_EQ(matches(Regex("\\\\s"), "a\\sb s"), (Strings{"\\s"}));  // an escaped backslash, then 's'
+  EXPECT_EQ(matches(Regex("[]s]+"), "]s]x"), (Strings{"]s]"}));
+  EXPECT_EQ(matches(Regex("[[:alpha:]\\s]+"), "ab c1"), (Strings{"ab c"}));
+  EXPECT_EQ(matches(Regex::literal("a.b\\s"), "a.b\\s axb"), (Strings{"a.b\\s"}));
+  EXPECT_EQ(matches(Regex("x*"), "ab"), (Strings{"", "", ""}));  // empty matches advance by one character
+  EXPECT_THROW(Regex("(?<=a+)b"), Error);                         // unbounded look-behind: PCRE2 refuses
 }
 
 TEST(PreTokenizer, ByteLevelPlacement) {

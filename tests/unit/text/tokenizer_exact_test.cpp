@@ -40,6 +40,21 @@ TEST_P(TokenizerExactTest, EncodeMatchesReference) {
   }
 }
 
+TEST_P(TokenizerExactTest, RandomTextsMatchReference) {
+  auto tok = committed_tokenizer(GetParam());
+  auto fixture = expected();
+  auto texts = nlohmann::json::parse(testing::read_text_file(tokenizer_data_dir() / "corpus_random.json"));
+  ASSERT_EQ(fixture["random_cases"].size(), texts.size()) << "fixtures are stale: rerun tools/tokenizer-fixtures.mjs";
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto& want = fixture["random_cases"][i];
+    auto ids = tok->encode(texts[i].get<std::string>(), false);
+    auto want_ids = want["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(ids, want_ids) << "random text " << i << ": " << texts[i].dump() << "\n got: " << show_ids(ids)
+                             << "\nwant: " << show_ids(want_ids);
+    EXPECT_EQ(tok->decode(want_ids, false), want["decoded"].get<std::string>()) << "random text " << i;
+  }
+}
+
 TEST_P(TokenizerExactTest, DecodeMatchesReference) {
   auto tok = committed_tokenizer(GetParam());
   auto fixture = expected();
