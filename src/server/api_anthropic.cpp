@@ -290,6 +290,7 @@ GenerationJob prepare_anthropic_messages(const json& body, const AdapterContext&
 
   ChoiceOptions options;
   options.parser.thinking_enabled = thinking_enabled(kwargs);
+  options.parser.prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
   options.parser.parse_tool_calls = !tools.empty();
   options.stop_strings = request.stop_strings;
   options.tool_call_id_prefix = "toolu_";

@@ -218,6 +218,7 @@ GenerationJob prepare_chat_completion(const json& body, const AdapterContext& co
   }
   ChoiceOptions options;
   options.parser.thinking_enabled = thinking_enabled(kwargs);
+  options.parser.prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
   options.parser.parse_tool_calls = !tools.empty();
   options.stop_strings = request.stop_strings;
   options.include_stop_string = get_bool(body, "include_stop_str_in_output").value_or(false);

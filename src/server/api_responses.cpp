@@ -347,6 +347,7 @@ GenerationJob prepare_responses(const json& body, const AdapterContext& context)
 
   ChoiceOptions options;
   options.parser.thinking_enabled = thinking_enabled(kwargs);
+  options.parser.prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
   options.parser.parse_tool_calls = !tools.empty();
   request.request_id = make_random_id("resp_");
   GenerationJob job;

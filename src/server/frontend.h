@@ -55,8 +55,11 @@ struct ParsedEvent {
 
 struct ParserOptions {
   bool parse_reasoning = true;    // split <think>-style reasoning from content
-  bool thinking_enabled = true;   // the prompt opened a reasoning block (template kwargs)
+  bool thinking_enabled = true;   // the request asked for thinking (template kwargs)
   bool parse_tool_calls = false;  // the request declared tools
+  // The rendered prompt ends inside an open reasoning block (the template wrote <think>), so the
+  // output starts as reasoning. Set from Frontend::prompt_opens_reasoning.
+  bool prompt_opened_reasoning = false;
 };
 
 // Splits detokenized text into events. Streaming: push text as it arrives; finish at the end.
@@ -82,6 +85,11 @@ class Frontend {
                                   bool add_generation_prompt) const = 0;
   // Whether encoding a rendered chat prompt adds special tokens (templates usually write BOS).
   virtual bool chat_prompt_needs_special_tokens() const { return false; }
+  // Whether an encoded chat prompt ends inside an open reasoning block (e.g. "...<think>\n").
+  virtual bool prompt_opens_reasoning(std::span<const TokenId> prompt_token_ids) const {
+    (void)prompt_token_ids;
+    return false;
+  }
   virtual std::unique_ptr<Detokenizer> make_detokenizer(bool skip_special_tokens) const = 0;
   virtual std::unique_ptr<OutputParser> make_parser(const ParserOptions& options) const = 0;
 };
