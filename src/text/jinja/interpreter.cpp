@@ -89,6 +89,18 @@ void Interpreter::check_items(size_t n_items) const {
   if (n_items > limits_.max_items) template_error(fmt::format("list exceeds the limit of {} items", limits_.max_items));
 }
 
+void Interpreter::charge(uint64_t n_bytes) {
+  n_work_bytes_ += n_bytes;
+  if (n_work_bytes_ > limits_.max_work_bytes) {
+    template_error(fmt::format("template copied more than {} bytes", limits_.max_work_bytes));
+  }
+}
+
+void Interpreter::charge(const Value& produced) {
+  if (produced.is_string()) charge(produced.as_string().size());
+  if (produced.is_list()) charge(produced.as_list().size() * sizeof(Value));
+}
+
 std::string Interpreter::run(const NodeList& program, const EnvPtr& globals) {
   try {
     std::string out;
@@ -121,10 +133,12 @@ void Interpreter::exec_block(const NodeList& body, const EnvPtr& env, std::strin
 void Interpreter::append(std::string& out, const Value& value) {
   if (value.is_none() || value.is_undefined()) return;
   if (value.is_string()) {
+    charge(value.as_string().size());
     check_string(out.size() + value.as_string().size());
     out += value.as_string();
   } else {
     std::string text = to_output_string(value, limits_.max_output_bytes);
+    charge(text.size());
     check_string(out.size() + text.size());
     out += text;
   }
@@ -135,6 +149,7 @@ void Interpreter::exec(const Node& node, const EnvPtr& env, std::string& out) {
   offset_ = node.offset;
   switch (node.kind) {
     case NodeKind::text:
+      charge(node.text.size());
       check_string(out.size() + node.text.size());
       out += node.text;
       return;
@@ -231,6 +246,7 @@ void Interpreter::exec_for(const Node& node, const EnvPtr& env, std::string& out
     }
   };
 
+  charge(iterable);
   ValueList items;
   for (const Value& current : iterable.as_list()) {
     if (test) {
@@ -266,6 +282,7 @@ void Interpreter::exec_for(const Node& node, const EnvPtr& env, std::string& out
     } catch (const BreakSignal&) {
       break;
     }
+    charge(body.size());
     check_string(out.size() + body.size());
     out += body;
     no_iteration = false;
@@ -384,7 +401,11 @@ Value Interpreter::eval_inner(const Node& node, const EnvPtr& env) {
     case NodeKind::call: return eval_call(node, env);
     case NodeKind::binary: return eval_binary(node, env);
     case NodeKind::unary: return eval_unary(node, env);
-    case NodeKind::filter: return apply_filter(eval(*node.a, env), *node.b, env);
+    case NodeKind::filter: {
+      Value result = apply_filter(eval(*node.a, env), *node.b, env);
+      charge(result);
+      return result;
+    }
     case NodeKind::test: {
       Value operand = eval(*node.a, env);
       bool result = apply_test(node.text, operand, nullptr);
@@ -415,6 +436,7 @@ Value Interpreter::eval_binary(const Node& node, const EnvPtr& env) {
   if (left.is_none() || right.is_none()) template_error("Cannot perform operation on null values");
   if (op == "~") {
     std::string text = to_js_string(left, limits_.max_output_bytes) + to_js_string(right, limits_.max_output_bytes);
+    charge(text.size());
     check_string(text.size());
     return Value::string(std::move(text));
   }
@@ -432,6 +454,7 @@ Value Interpreter::eval_binary(const Node& node, const EnvPtr& env) {
   } else if (left.is_list() && right.is_list()) {
     if (op == "+") {
       check_items(left.as_list().size() + right.as_list().size());
+      charge((left.as_list().size() + right.as_list().size()) * sizeof(Value));
       ValueList joined = left.as_list();
       joined.insert(joined.end(), right.as_list().begin(), right.as_list().end());
       return Value::list(std::move(joined));
@@ -448,6 +471,7 @@ Value Interpreter::eval_binary(const Node& node, const EnvPtr& env) {
   }
   if ((left.is_string() || right.is_string()) && op == "+") {
     std::string text = to_js_string(left, limits_.max_output_bytes) + to_js_string(right, limits_.max_output_bytes);
+    charge(text.size());
     check_string(text.size());
     return Value::string(std::move(text));
   }
@@ -544,7 +568,11 @@ Value Interpreter::eval_member(const Node& node, const EnvPtr& env) {
   Value object = eval(*node.a, env);
   Value property;
   if (node.flag) {
-    if (node.b->kind == NodeKind::slice) return eval_slice(object, *node.b, env);
+    if (node.b->kind == NodeKind::slice) {
+      Value result = eval_slice(object, *node.b, env);
+      charge(result);
+      return result;
+    }
     property = eval(*node.b, env);
   } else if (node.b->kind == NodeKind::integer_literal) {
     property = Value::integer(node.b->integer);
@@ -564,6 +592,7 @@ Value Interpreter::eval_member(const Node& node, const EnvPtr& env) {
         if (index < 0) index += n;
         return index >= 0 && index < n ? object.as_list()[static_cast<size_t>(index)] : Value();
       }
+      charge(object.as_string().size());
       std::vector<std::string> chars = utf8_chars(object.as_string());
       int64_t n = static_cast<int64_t>(chars.size());
       if (index < 0) index += n;
@@ -607,7 +636,9 @@ Value Interpreter::eval_call(const Node& node, const EnvPtr& env) {
   CallArgs args = eval_arguments(node.items, env);
   Value function = eval(*node.a, env);
   offset_ = node.offset;
-  return call(function, args, env);
+  Value result = call(function, args, env);
+  charge(result);
+  return result;
 }
 
 }  // namespace flare::text::jinja

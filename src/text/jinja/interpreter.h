@@ -21,6 +21,7 @@ struct RenderLimits {
   int max_depth = 500;                      // nested evaluations, including macro calls
   size_t max_output_bytes = 16u << 20;      // any one rendered string
   size_t max_items = 1'000'000;             // any one list (range, concatenation, split)
+  uint64_t max_work_bytes = 512ull << 20;   // bytes copied into new strings and lists, in total
 };
 
 struct Environment {
@@ -49,6 +50,10 @@ class Interpreter {
   Value call(const Value& function, CallArgs& args, const EnvPtr& scope);
   void check_string(size_t n_bytes) const;
   void check_items(size_t n_items) const;
+  // Charges copying work against max_work_bytes: steps alone do not bound time when each
+  // step may copy a string of max_output_bytes.
+  void charge(uint64_t n_bytes);
+  void charge(const Value& produced);
   // Namespaces are tracked so that cycles built through them are broken after rendering.
   Value make_namespace(ValueMap entries);
 
@@ -85,6 +90,7 @@ class Interpreter {
   std::string_view source_;
   RenderLimits limits_;
   uint64_t n_steps_ = 0;
+  uint64_t n_work_bytes_ = 0;
   int depth_ = 0;
   uint32_t offset_ = 0;  // source offset of the node being evaluated
   std::vector<Value> namespaces_;

@@ -67,6 +67,18 @@ TEST(JinjaLimits, StepLimitStopsRunawayLoops) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
+TEST(JinjaLimits, CopyingWorkIsBounded) {
+  // Each step copies a long string: steps alone would allow hours of copying.
+  RenderLimits limits;
+  limits.max_work_bytes = 64 << 20;
+  auto start = std::chrono::steady_clock::now();
+  std::string message = error_of("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(16) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"
+                                 "{% for i in range(1000000) %}{% set t = ns.s ~ 'y' %}{% set u = ns.s.upper() %}{% set v = ns.s[1:] %}{% endfor %}",
+                                 limits);
+  EXPECT_NE(message.find("copied more than"), std::string::npos) << message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
 TEST(JinjaLimits, RecursionIsBounded) {
   std::string message = error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_NE(message.find("nested deeper"), std::string::npos) << message;
