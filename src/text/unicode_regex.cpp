@@ -45,13 +45,18 @@ ThreadMatchState& thread_match_state() {
 // \s differs between engines: Oniguruma's (and the reference's, which rewrites tokenizer.json
 // patterns into \p{White_Space}) is the White_Space property, including U+0085; a JavaScript regex
 // literal's \s excludes U+0085 and includes U+FEFF. Spell the set out so that PCRE2's own
-// definition does not matter: \s -> [set] (or the bare set inside a class), \S -> [^set].
+// definition does not matter: \s -> [set] (or the bare set inside a class), \S -> [^set]; the
+// same for \w and \W. (\S and \W inside a class are left to PCRE2.)
 constexpr std::string_view kOnigurumaSpace =
     "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 constexpr std::string_view kJavascriptSpace =
     "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
 
-std::string with_whitespace(std::string_view pattern, std::string_view space_set) {
+// \w as the reference rewrites Oniguruma's: Alphabetic, marks, decimal digits, connector
+// punctuation and the Latin-1 superscripts and fractions.
+constexpr std::string_view kOnigurumaWord = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
+
+std::string with_reference_classes(std::string_view pattern, std::string_view space_set, std::string_view word_set) {
   std::string out;
   out.reserve(pattern.size() + 16);
   int class_depth = 0;
@@ -65,6 +70,12 @@ std::string with_whitespace(std::string_view pattern, std::string_view space_set
         if (class_depth == 0) out.push_back(']');
       } else if (next == 'S' && class_depth == 0) {
         out.append("[^").append(space_set).append("]");
+      } else if (next == 'w' && !word_set.empty()) {
+        if (class_depth == 0) out.push_back('[');
+        out.append(word_set);
+        if (class_depth == 0) out.push_back(']');
+      } else if (next == 'W' && class_depth == 0 && !word_set.empty()) {
+        out.append("[^").append(word_set).append("]");
       } else {
         out.push_back(c);
         out.push_back(next);
@@ -110,7 +121,9 @@ std::string escape_literal(std::string_view literal) {
 Regex::Regex(std::string_view pattern, RegexFlavour flavour) : pattern_(pattern), code_(std::make_unique<Code>()) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  std::string compiled = with_whitespace(pattern, flavour == RegexFlavour::oniguruma ? kOnigurumaSpace : kJavascriptSpace);
+  bool onig = flavour == RegexFlavour::oniguruma;
+  std::string compiled =
+      with_reference_classes(pattern, onig ? kOnigurumaSpace : kJavascriptSpace, onig ? kOnigurumaWord : "");
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                               PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
   if (code_->code == nullptr) {

@@ -119,6 +119,7 @@ TEST(Regex, WhitespaceFlavours) {
   EXPECT_EQ(matches(Regex("[]s]+"), "]s]x"), (Strings{"]s]"}));
   EXPECT_EQ(matches(Regex("[[:alpha:]\\s]+"), "ab c1"), (Strings{"ab c"}));
   EXPECT_EQ(matches(Regex::literal("a.b\\s"), "a.b\\s axb"), (Strings{"a.b\\s"}));
+  EXPECT_EQ(matches(Regex("\\w+"), "a\xC2\xBD_1 \xE2\x85\xA0"), (Strings{"a\xC2\xBD_1", "\xE2\x85\xA0"}));  // 1/2, roman one
   EXPECT_EQ(matches(Regex("x*"), "ab"), (Strings{"", "", ""}));  // empty matches advance by one character
   EXPECT_THROW(Regex("(?<=a+)b"), Error);                         // unbounded look-behind: PCRE2 refuses
 }

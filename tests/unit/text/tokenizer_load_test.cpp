@@ -3,12 +3,14 @@
 // malformed and hostile files, and the committed tokenizers' config accessors and thread safety.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "tokenizer_test_util.h"
 
 namespace flare::text {
@@ -300,6 +302,45 @@ TEST(TokenizerCommitted, ConcurrentEncodeMatchesSerial) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
+
+}  // namespace
+}  // namespace flare::text
+
+namespace flare::text {
+namespace {
+
+// Random bytes (mostly invalid UTF-8) and random code points: encoding never fails, and for the
+// byte-level tokenizers without a normalizer, decoding gives back the repaired input.
+TEST(TokenizerCommitted, RandomInputRoundTrips) {
+  std::mt19937 rng(77);
+  auto random_bytes = [&](size_t n) {
+    std::string s(n, '\0');
+    for (auto& c : s) c = static_cast<char>(rng());
+    return s;
+  };
+  auto random_code_points = [&](size_t n) {
+    std::string s;
+    std::uniform_int_distribution<uint32_t> plane(0, 0x2FFFF);
+    while (s.size() < n) {
+      uint32_t cp = plane(rng);
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      utf8_append(s, cp);
+    }
+    return s;
+  };
+  for (const auto& name : testing::committed_tokenizer_names()) {
+    auto tok = testing::committed_tokenizer(name);
+    bool lossless = name == "llama3" || name == "deepseek_v3" || name == "demo";
+    for (int i = 0; i < 100; ++i) {
+      std::string input = i % 2 ? random_bytes(1 + rng() % 300) : random_code_points(1 + rng() % 300);
+      std::vector<int32_t> ids;
+      ASSERT_NO_THROW(ids = tok->encode(input, false)) << name;
+      std::string text = tok->decode(ids, false, false);
+      EXPECT_TRUE(utf8_is_valid(text)) << name;
+      if (lossless) EXPECT_EQ(text, utf8_repair(input)) << name << " case " << i;
+    }
+  }
 }
 
 }  // namespace
