@@ -1,9 +1,10 @@
-// `ignition convert` and `ignition keygen`: options, command functions and CLI11 registration.
+// `ignition convert`: options, the command function and its CLI11 registration.
 #pragma once
 
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -15,13 +16,11 @@ struct ConvertOptions {
   std::filesystem::path package;
   std::string form = "directory";  // packed | directory
   std::filesystem::path output;
+  std::vector<std::filesystem::path> publisher_keys;  // default: the development profile
+  std::optional<std::filesystem::path> config;        // where the development profile lives
 };
 
 int run_convert(const ConvertOptions& options);
-// Creates an unencrypted-if-empty-passphrase Ed25519 key (owner-only) and its public profile.
-int run_keygen(const std::filesystem::path& key_path, const std::string& namespace_name,
-               const std::string& official_source, const std::filesystem::path& profile_path,
-               const std::string& passphrase);
 
 void add_convert_command(CLI::App& app);
 
