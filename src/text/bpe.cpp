@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
 #include <queue>
 
 #include <nlohmann/json.hpp>
@@ -172,7 +173,11 @@ BpeModel::BpeModel(const nlohmann::json& model, BpeData data, bool byte_level)
     if (!unk_id_) fail_input("tokenizer.json: unk_token {:?} is not in the vocabulary", unk);
   }
 
-  merges_ = std::make_unique<MergeTable>(data.merges.size());
+  build_merges(data.merges);
+}
+
+void BpeModel::build_merges(const std::vector<std::pair<std::string, std::string>>& merges) {
+  merges_ = std::make_unique<MergeTable>(merges.size());
   std::string key;
   auto symbol_id = [&](std::string_view token, size_t rank) {
     std::string_view lookup = token;
@@ -186,8 +191,8 @@ BpeModel::BpeModel(const nlohmann::json& model, BpeData data, bool byte_level)
     return *id;
   };
   std::string merged;
-  for (size_t rank = 0; rank < data.merges.size(); ++rank) {
-    const auto& [left, right] = data.merges[rank];
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [left, right] = merges[rank];
     int32_t left_id = symbol_id(left, rank);
     int32_t right_id = symbol_id(right, rank);
     merged.assign(left).append(right);

@@ -11,11 +11,9 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -23,12 +21,6 @@
 #include "text/bpe_string_table.h"
 
 namespace flare::text {
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
-using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 // The bulky parts of a BPE model, read by a streaming parser instead of a JSON document.
 struct BpeData {
@@ -60,6 +52,7 @@ class BpeModel {
  private:
   struct MergeTable;
   class Cache;
+  void build_merges(const std::vector<std::pair<std::string, std::string>>& merges);
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
   void merge_symbols(std::vector<int32_t>& ids, std::vector<uint32_t>& ends) const;
   void merge_symbols_heap(std::vector<int32_t>& ids, std::vector<uint32_t>& ends) const;
