@@ -35,8 +35,6 @@ std::string_view trim(std::string_view text) {
   return text.substr(first, last - first + 1);
 }
 
-bool is_blank(std::string_view text) { return trim(text).empty(); }
-
 struct ParsedCall {
   std::string name;
   std::string arguments;
@@ -160,9 +158,20 @@ class MarkerToolCallParser : public ToolCallParser {
   enum class State { outside, in_section, in_call };
 
   void emit_text(std::vector<ToolCallEvent>& events, const std::string& text) {
-    // Whitespace around and between tool calls is not content.
-    if (n_calls_ > 0 && is_blank(text)) return;
-    emit_content(events, text);
+    // Whitespace around and between tool calls is not content. After a call, trailing
+    // whitespace is held until more content follows (then it is content) or the next call or
+    // the end comes (then it is dropped), so the result does not depend on delta boundaries.
+    if (n_calls_ == 0) {
+      emit_content(events, text);
+      return;
+    }
+    size_t last = text.find_last_not_of(" \t\r\n");
+    if (last == std::string::npos) {
+      held_blank_ += text;
+      return;
+    }
+    emit_content(events, held_blank_ + text.substr(0, last + 1));
+    held_blank_ = text.substr(last + 1);
   }
 
   // Finds the earliest of `markers` in pending_; returns its index or -1.
@@ -190,6 +199,7 @@ class MarkerToolCallParser : public ToolCallParser {
   IdMaker make_id_;
   State state_ = State::outside;
   std::string pending_;
+  std::string held_blank_;  // whitespace after a call, not yet known to be content
   int n_calls_ = 0;
 };
 
@@ -216,6 +226,7 @@ void MarkerToolCallParser::step(std::vector<ToolCallEvent>& events, bool final) 
         return;
       }
       emit_text(events, pending_.substr(0, at));
+      held_blank_.clear();  // separators before the next call
       pending_.erase(0, at + opener.size());
       state_ = format_.section_begin.empty() ? State::in_call : State::in_section;
       continue;
