@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -328,6 +329,40 @@ TEST(TextFrontend, HostileModelOutputNeverBreaksTheParser) {
       EXPECT_LE(n_out, output.size() + 16) << output.substr(0, 80);
     }
   }
+}
+
+// Random outputs built from tag fragments, JSON pieces and bytes: the events do not depend on
+// how the text is split into deltas, calls are balanced with valid JSON arguments, and text
+// without markup passes through unchanged.
+TEST(TextFrontend, RandomOutputsParseTheSameAtAnySplit) {
+  const std::vector<std::string> pieces = {
+      "<think>", "</think>", "<tool_call>", "</tool_call>", "<", "</", "<tool", "think>", "\n", "\n\n", " ",
+      "{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "{\"name\": \"g\", \"arguments\": {}}", "{", "}", "\"", ":",
+      "hello", "é", "\xF0\x9F\x98", "\x80", "\xFF", "```", "name", "arguments",
+      "<tool_call>\n{\"name\": \"h\", \"arguments\": {\"x\": [1, 2]}}\n</tool_call>"};
+  std::mt19937 random(12345);
+  int n_with_calls = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::string text;
+    size_t n_pieces = 1 + random() % 12;
+    for (size_t i = 0; i < n_pieces; ++i) text += pieces[random() % pieces.size()];
+    for (bool opened : {false, true}) {
+      Parsed whole = parse(qwen3(), tool_options(opened), text);
+      EXPECT_EQ(whole.n_unbalanced, 0) << text;
+      for (const auto& call : whole.calls) EXPECT_FALSE(json::parse(call.second, nullptr, false).is_discarded()) << text;
+      n_with_calls += whole.calls.empty() ? 0 : 1;
+      for (size_t piece : {1, 2, 5}) {
+        Parsed split = parse(qwen3(), tool_options(opened), text, piece);
+        EXPECT_EQ(split.content, whole.content) << "split " << piece << ": " << text;
+        EXPECT_EQ(split.reasoning, whole.reasoning) << "split " << piece << ": " << text;
+        EXPECT_EQ(split.calls, whole.calls) << "split " << piece << ": " << text;
+      }
+    }
+    if (text.find('<') == std::string::npos) {
+      EXPECT_EQ(parse(qwen3(), tool_options(), text, 1).content, text);
+    }
+  }
+  EXPECT_GT(n_with_calls, 0);
 }
 
 TEST(TextFrontend, DemoUsesHermesToolCallsWithoutReasoning) {
