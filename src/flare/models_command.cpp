@@ -152,6 +152,13 @@ int run_trust_revoke(const PackageCommandGlobals& globals, const std::string& fi
   return 0;
 }
 
+// The cache location and styling flags are accepted after the command too.
+static void add_cache_flags(CLI::App* cmd, PackageCommandGlobals& globals) {
+  cmd->add_option("--model-cache", globals.model_cache, "Model cache directory (default [paths] package_cache)");
+  cmd->add_option("--config", globals.config, "Configuration file");
+  cmd->add_flag("--plain", globals.plain, "No styling");
+}
+
 void add_package_commands(CLI::App& app, PackageCommandGlobals& globals) {
   auto* models = app.add_subcommand("models", "Manage the local model cache.");
   models->require_subcommand(1);
@@ -162,12 +169,14 @@ void add_package_commands(CLI::App& app, PackageCommandGlobals& globals) {
                             [&globals, model, json] { return run_models_list(globals, *model, *json); });
     cmd->add_option("MODEL", *model, "Only this model");
     cmd->add_flag("--json", *json, "Structured output with exact byte counts");
+    add_cache_flags(cmd, globals);
   }
   {
     auto entry = std::make_shared<std::string>();
     auto* cmd = add_command(*models, "select", "Select a cached version as the model's default.",
                             [&globals, entry] { return run_models_select(globals, *entry); });
     cmd->add_option("MODEL@VERSION", *entry)->required();
+    add_cache_flags(cmd, globals);
   }
   {
     auto entry = std::make_shared<std::string>();
@@ -176,12 +185,14 @@ void add_package_commands(CLI::App& app, PackageCommandGlobals& globals) {
                             [&globals, entry, clear] { return run_models_remove(globals, *entry, *clear); });
     cmd->add_option("MODEL@VERSION", *entry)->required();
     cmd->add_flag("--clear-default", *clear, "Also clear the default when removing the selected version");
+    add_cache_flags(cmd, globals);
   }
   {
     auto json = std::make_shared<bool>(false);
     auto* cmd = add_command(*models, "gc", "Reclaim abandoned staging and unreferenced payload objects.",
                             [&globals, json] { return run_models_gc(globals, *json); });
     cmd->add_flag("--json", *json, "Structured output");
+    add_cache_flags(cmd, globals);
   }
   add_inspect_command(*models, globals);
   add_inspect_command(app, globals);

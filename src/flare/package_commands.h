@@ -21,7 +21,7 @@ struct PackageCommandGlobals {
 
 struct InspectOptions {
   std::string target;  // PACKAGE | MODEL[@VERSION]
-  bool json = false, unverified = false, memory_map = false, graphs = false, frontend = false, all = false;
+  bool json = false, plain = false, unverified = false, memory_map = false, graphs = false, frontend = false, all = false;
   std::optional<int> tensor_parallel, rank;
   std::vector<std::filesystem::path> publisher_keys;
   std::optional<std::filesystem::path> trust_store;

@@ -1,0 +1,212 @@
+// Boxed text sections of `flare inspect`: the name banner, Model, Publisher, Serving and
+// Execution (the summary), then Memory, Stored payloads and Prepared tensors (--memory-map),
+// Graphs (--graphs), Frontend (--frontend), and Package and Checkpoint (--all).
+#include <cstdio>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/sizes.h"
+#include "flare/inspect_view.h"
+#include "flare/name_banner.h"
+
+namespace flare::cli {
+namespace {
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+struct Out {
+  const TerminalInfo& term;
+  int width;
+  void box(const std::string& title, const std::vector<std::string>& lines) const {
+    std::fputs(render_box(term, title, lines, width).c_str(), stdout);
+  }
+  void fields(const std::string& title, const Fields& fields) const { box(title, render_fields(term, fields, width - 4)); }
+  void table(const std::string& title, const std::vector<std::string>& header,
+             const std::vector<std::vector<std::string>>& rows) const {
+    box(title, render_table(term, header, rows, width - 4));
+  }
+};
+
+std::string bytes_text(std::uint64_t bytes) { return fmt::format("{} ({} bytes)", format_bytes(bytes), format_count(bytes)); }
+
+std::string speculation_text(const proto::Capacities& c) {
+  if (c.speculative_draft_tokens() == 0) return "off";
+  return fmt::format("{} draft tokens{}", c.speculative_draft_tokens(),
+                     c.speculative_method().empty() ? "" : " (" + c.speculative_method() + ")");
+}
+
+std::string sampling_defaults_text(const proto::SamplingDefaults& s) {
+  std::vector<std::string> parts;
+  if (s.has_temperature()) parts.push_back(fmt::format("temperature {}", s.temperature()));
+  if (s.has_top_p()) parts.push_back(fmt::format("top_p {}", s.top_p()));
+  if (s.has_top_k()) parts.push_back(fmt::format("top_k {}", s.top_k()));
+  if (s.has_min_p()) parts.push_back(fmt::format("min_p {}", s.min_p()));
+  if (s.has_repetition_penalty()) parts.push_back(fmt::format("repetition_penalty {}", s.repetition_penalty()));
+  return parts.empty() ? "(none recorded)" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+void print_model_sections(const package::Package& package, const InspectView& view, const Out& out) {
+  const auto& m = package.manifest();
+  const std::string name = m.model().served_names_size() > 0 ? m.model().served_names(0) : m.model().canonical_name();
+  if (auto banner = render_name_banner(out.term, name, out.width)) {
+    for (const auto& line : *banner) std::printf("%s\n", line.c_str());
+    std::printf("\n");
+  }
+  std::vector<std::string> served(m.model().served_names().begin(), m.model().served_names().end());
+  out.fields("Model", {{"name", name},
+                       {"served names", served.empty() ? "(none; the model id is served)" : fmt::format("{}", fmt::join(served, ", "))},
+                       {"model id", m.model().canonical_name()},
+                       {"architecture", m.model().architecture()},
+                       {"version", m.version()},
+                       {"target", m.target()},
+                       {"verification", view.verification}});
+  out.fields("Publisher", {{"namespace", m.publisher_namespace()},
+                           {"source", m.official_source()},
+                           {"license", m.license().empty() ? "(none declared)" : m.license()},
+                           {"key", package.signature().key_fingerprint}});
+}
+
+void print_serving(const package::Package& package, const InspectView& view, const Out& out) {
+  const auto& m = package.manifest();
+  Fields fields;
+  for (const auto* d : selected_deployments(package, view)) {
+    const auto& c = d->capacities();
+    const std::string prefix = fmt::format("TP{} ", d->tensor_parallel());
+    fields.push_back({prefix + "context", fmt::format("{} tokens", format_count(c.context_ceiling_tokens()))});
+    fields.push_back({prefix + "concurrency", fmt::format("{} (buckets {})", format_count(c.max_concurrency()),
+                                                          fmt::join(c.concurrency_buckets(), ", "))});
+    fields.push_back({prefix + "prefill chunk", fmt::format("{} tokens", format_count(c.prefill_chunk_tokens()))});
+    fields.push_back({prefix + "speculation", speculation_text(c)});
+  }
+  fields.push_back({"history kinds", m.history_kinds().empty() ? "attention" : m.history_kinds()});
+  fields.push_back({"KV pages", fmt::format("{} tokens per page, {}", m.kv_page_tokens(),
+                                            m.kv_cache_dtype().empty() ? "(dtype not recorded)" : m.kv_cache_dtype())});
+  fields.push_back({"sampling defaults", sampling_defaults_text(m.sampling_defaults())});
+  std::vector<std::string> ranges;
+  for (const auto& r : m.sampling_ranges()) ranges.push_back(fmt::format("{} {}..{}", r.parameter(), r.minimum(), r.maximum()));
+  fields.push_back({"request ranges", ranges.empty() ? "(none recorded)" : fmt::format("{}", fmt::join(ranges, ", "))});
+  out.fields("Serving", fields);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto* d : selected_deployments(package, view)) {
+    for (const auto& r : d->ranks()) {
+      if (!rank_selected(r, view)) continue;
+      rows.push_back({fmt::format("TP{}", d->tensor_parallel()), std::to_string(r.rank()),
+                      format_count(d->capacities().max_concurrency()),
+                      format_count(d->capacities().context_ceiling_tokens()), format_bytes(r.fixed_bytes()),
+                      format_count(r.n_graphs())});
+    }
+  }
+  out.table("Execution", {"deployment", "rank", "concurrency", "context", "fixed memory", "graphs"}, rows);
+}
+
+void print_memory_map(const package::Package& package, const InspectView& view, const Out& out) {
+  const auto& m = package.manifest();
+  const auto& cost = m.memory_cost();
+  Fields fields = {{"per cached token", bytes_text(cost.bytes_per_cached_token())},
+                   {"per snapshot", bytes_text(cost.bytes_per_snapshot())},
+                   {"live state per request", bytes_text(cost.live_state_bytes_per_request())},
+                   {"graphs and scratch", bytes_text(cost.graph_and_scratch_bytes())},
+                   {"serving reserve", bytes_text(m.serving_reserve_bytes())},
+                   {"sizing", "KV pages = (free - fixed - reserve) / (page tokens x per cached token); physical "
+                              "backing is chosen at load time"}};
+  for (const auto* d : selected_deployments(package, view)) {
+    for (const auto& r : d->ranks()) {
+      if (rank_selected(r, view)) fields.push_back({fmt::format("TP{} rank {} fixed", d->tensor_parallel(), r.rank()), bytes_text(r.fixed_bytes())});
+    }
+  }
+  out.fields("Memory", fields);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto* p : package.distinct_payloads()) {
+    if (!payload_selected(*p, view)) continue;
+    const auto& location = package.locations().at(p->id());
+    rows.push_back({p->name(), package::role_name(p->role()), format_count(p->length_bytes()),
+                    location.file.empty() ? "(primary)" : location.file, format_count(location.offset_bytes)});
+  }
+  out.table("Stored payloads", {"payload", "role", "bytes", "file", "offset"}, rows);
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> per_payload;  // name -> (count, bytes)
+  std::uint64_t n_tensors = 0, tensor_bytes = 0;
+  for (const auto& t : m.tensors()) {
+    auto& [count, bytes] = per_payload[t.payload()];
+    ++count, bytes += t.length_bytes(), ++n_tensors, tensor_bytes += t.length_bytes();
+  }
+  std::vector<std::vector<std::string>> tensor_rows;
+  for (const auto& [name, figures] : per_payload) {
+    tensor_rows.push_back({name, format_count(figures.first), format_count(figures.second)});
+  }
+  tensor_rows.push_back({"total", format_count(n_tensors), format_count(tensor_bytes)});
+  out.table(fmt::format("Prepared tensors ({} views, {})", format_count(n_tensors), format_bytes(tensor_bytes)),
+            {"payload", "tensors", "bytes"}, tensor_rows);
+}
+
+void print_graphs(const package::Package& package, const InspectView& view, const Out& out) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto* d : selected_deployments(package, view)) {
+    const auto& c = d->capacities();
+    for (const auto& r : d->ranks()) {
+      if (!rank_selected(r, view)) continue;
+      rows.push_back({fmt::format("TP{}", d->tensor_parallel()), std::to_string(r.rank()), format_count(r.n_graphs()),
+                      fmt::format("{}", fmt::join(c.concurrency_buckets(), " ")), format_count(c.prefill_chunk_tokens()),
+                      speculation_text(c)});
+    }
+  }
+  auto lines = render_table(out.term, {"deployment", "rank", "graphs", "concurrency buckets", "prefill chunk", "speculation"},
+                            rows, out.width - 4);
+  std::size_t n_records = 0;
+  std::uint64_t record_bytes = 0;
+  for (const auto* p : package.distinct_payloads()) {
+    if (p->role() == proto::PAYLOAD_ROLE_GRAPH_RECORD && payload_selected(*p, view)) ++n_records, record_bytes += p->length_bytes();
+  }
+  lines.push_back("");
+  lines.push_back(fmt::format("{} graph records ({}); timing estimates and node and edge counts are not recorded",
+                              n_records, format_bytes(record_bytes)));
+  out.box("Graphs", lines);
+}
+
+void print_frontend(const package::Package& package, const InspectView& view, const Out& out) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto* p : package.distinct_payloads()) {
+    if (p->role() != proto::PAYLOAD_ROLE_FRONTEND || !payload_selected(*p, view)) continue;
+    std::string asset = p->name().starts_with("frontend/") ? p->name().substr(9) : p->name();
+    rows.push_back({asset, format_count(p->length_bytes()), p->id().substr(0, 16)});
+  }
+  if (rows.empty()) {
+    out.box("Frontend", {"no frontend assets (the package has no tokenizer)"});
+    return;
+  }
+  out.table("Frontend", {"asset", "bytes", "sha256"}, rows);
+}
+
+void print_package_details(const package::Package& package, const Out& out) {
+  const auto& m = package.manifest();
+  out.fields("Package", {{"path", package.directory().string()},
+                         {"form", package.form() == package::PackageForm::packed ? "packed" : "directory"},
+                         {"format version", std::to_string(m.format_version())},
+                         {"execution ABI", std::to_string(m.execution_abi_version())},
+                         {"prepared contract", std::to_string(m.prepared_contract_version())},
+                         {"created", m.created_at()},
+                         {"payloads", fmt::format("{} distinct, {}", package.distinct_payloads().size(),
+                                                  bytes_text(package.distinct_payload_bytes()))}});
+  std::vector<std::string> aliases(m.model().aliases().begin(), m.model().aliases().end());
+  out.fields("Checkpoint", {{"recipe", m.model().recipe()},
+                            {"aliases", aliases.empty() ? "(none)" : fmt::format("{}", fmt::join(aliases, ", "))},
+                            {"repository", m.model().checkpoint_repository()},
+                            {"revision", m.model().checkpoint_revision()},
+                            {"model config", m.model_config_json().empty() ? "(not recorded)"
+                                                                           : bytes_text(m.model_config_json().size())}});
+}
+
+}  // namespace
+
+void print_inspect_text(const package::Package& package, const InspectView& view, const TerminalInfo& terminal) {
+  Out out{terminal, content_width(terminal)};
+  print_model_sections(package, view, out);
+  print_serving(package, view, out);
+  if (view.all) print_package_details(package, out);
+  if (view.memory_map || view.all) print_memory_map(package, view, out);
+  if (view.graphs || view.all) print_graphs(package, view, out);
+  if (view.frontend || view.all) print_frontend(package, view, out);
+}
+
+}  // namespace flare::cli
