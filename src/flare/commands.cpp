@@ -4,6 +4,7 @@
 
 #include "common/cli.h"
 #include "flare/package_commands.h"
+#include "flare/run_command.h"
 
 namespace flare::cli {
 
@@ -13,6 +14,8 @@ int main(int argc, char** argv) {
   app->add_option("--model-cache", package_globals.model_cache, "Model cache directory");
   app->add_option("--config", package_globals.config, "Configuration file");
   app->add_flag("--plain", package_globals.plain, "Disable terminal styling");
+  RunOptions run_options;
+  add_run_command(*app, package_globals, run_options);
   add_package_commands(*app, package_globals);
   return run_cli(*app, argc, argv);
 }

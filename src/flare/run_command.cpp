@@ -1,0 +1,416 @@
+#include "flare/run_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+
+#include "common/capacity.h"
+#include "common/cli.h"
+#include "common/config.h"
+#include "common/error.h"
+#include "common/gpu.h"
+#include "common/sizes.h"
+#include "common/terminal.h"
+#include "engine/engine.h"
+#include "engine/model_runner.h"
+#include "flare/package_selection.h"
+#include "helios/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "model/prepared_weights.h"
+#include "package/crypto.h"
+#include "package/package.h"
+#include "package/trust.h"
+#include "server/router.h"
+#include "server/server.h"
+#include "server/text_frontend.h"
+
+namespace flare::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::int64_t kMinTokensPerRequest = 8192;
+constexpr std::uint64_t kHostHeadroomBytes = 512 * kMiB;
+
+helios::DType parse_dtype(const std::string& text) {
+  if (text == "BF16") return helios::DType::bf16;
+  if (text == "F32") return helios::DType::f32;
+  fail_input("package weights: unsupported tensor dtype '{}'", text);
+}
+
+// Payload name -> id, for the prepared tensor views and frontend assets.
+std::map<std::string, std::string> payload_ids_by_name(const package::Package& pkg) {
+  std::map<std::string, std::string> ids;
+  for (const auto& payload : pkg.manifest().payloads()) ids.emplace(payload.name(), payload.id());
+  return ids;
+}
+
+std::string frontend_asset(const package::Package& pkg, const std::map<std::string, std::string>& ids,
+                           const std::string& file) {
+  const auto it = ids.find("frontend/" + file);
+  if (it == ids.end()) return "";
+  const auto bytes = pkg.payload_bytes(it->second);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// Hashes the frontend payloads (always) or every payload (--verify-weights).
+void verify_stored_data(const package::Package& pkg, bool all, ProgressStage& stage) {
+  if (all) {
+    pkg.verify_payloads([&](std::uint64_t n) { stage.advance(n); });
+    return;
+  }
+  for (const auto& payload : pkg.manifest().payloads()) {
+    if (payload.role() != proto::PAYLOAD_ROLE_FRONTEND) continue;
+    const auto bytes = pkg.payload_bytes(payload.id());
+    if (package::sha256_hex(bytes) != payload.id())
+      fail_input("package {}: stored data of payload {} does not match its signed hash", pkg.directory().string(),
+                 payload.name());
+    stage.advance(bytes.size());
+  }
+}
+
+std::uint64_t frontend_bytes(const package::Package& pkg) {
+  std::uint64_t total = 0;
+  for (const auto& payload : pkg.manifest().payloads())
+    if (payload.role() == proto::PAYLOAD_ROLE_FRONTEND) total += payload.length_bytes();
+  return total;
+}
+
+std::uint64_t host_memory_field(const char* field) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> name >> kib >> unit)
+    if (name == field) return kib * kKiB;
+  return 0;
+}
+
+struct KvSizing {
+  std::int64_t n_pages = 0;
+  std::int64_t tokens = 0;
+  std::string limited_by;
+};
+
+// Pages for the CPU backend: the memory budget (half of available host memory by default, or
+// --memory-limit), bounded by the --kv-cache-limit ceiling; a pool below its floor is a capacity
+// error in the spec's form.
+KvSizing size_kv_cache(const RunOptions& options, const Config& config, std::uint64_t fixed_bytes,
+                       std::uint64_t bytes_per_token, std::int64_t context, std::int64_t concurrency,
+                       std::int64_t page_tokens) {
+  const std::uint64_t available = host_memory_field("MemAvailable:");
+  const std::uint64_t total = host_memory_field("MemTotal:");
+  std::uint64_t budget = available / 2;
+  std::string budget_source = "half of available host memory";
+  CapacityTerm supply_term{available, "available", ""};
+  std::vector<CapacityTerm> deductions{{kHostHeadroomBytes, "headroom", ""}};
+  if (options.memory_limit) {
+    const MemoryLimit limit = parse_memory_limit(*options.memory_limit);
+    switch (limit.kind) {
+      case MemoryLimit::Kind::occupied_bytes:
+        budget = limit.bytes;
+        budget_source = "--memory-limit " + *options.memory_limit;
+        supply_term = {limit.bytes, "memory limit", ""};
+        deductions.clear();
+        break;
+      case MemoryLimit::Kind::reserve_bytes:
+        budget = available > limit.bytes ? available - limit.bytes : 0;
+        budget_source = "--memory-limit " + *options.memory_limit;
+        deductions.push_back({limit.bytes, "reserve", ""});
+        break;
+      case MemoryLimit::Kind::fraction_of_total:
+        budget = static_cast<std::uint64_t>(limit.fraction * static_cast<double>(total));
+        budget = std::min(budget, available);
+        budget_source = "--memory-limit " + *options.memory_limit;
+        supply_term = {budget, "limit", ""};
+        deductions.clear();
+        break;
+    }
+  } else if (config.memory.reserve_bytes) {
+    budget = available > *config.memory.reserve_bytes ? available - *config.memory.reserve_bytes : 0;
+    budget_source = "[memory] reserve";
+    deductions.push_back({*config.memory.reserve_bytes, "reserve", ""});
+  }
+  const std::uint64_t after_fixed = budget > fixed_bytes + kHostHeadroomBytes ? budget - fixed_bytes - kHostHeadroomBytes : 0;
+  std::int64_t tokens = static_cast<std::int64_t>(after_fixed / std::max<std::uint64_t>(bytes_per_token, 1));
+  KvSizing sizing;
+  sizing.limited_by = "memory (" + budget_source + ")";
+  std::int64_t ceiling = 0, floor_tokens = 0;
+  if (options.kv_cache_limit == "context") {
+    ceiling = context;
+    floor_tokens = page_tokens * concurrency;
+  } else if (options.kv_cache_limit == "concurrency") {
+    ceiling = context * concurrency;
+    floor_tokens = page_tokens * concurrency;
+  } else {
+    ceiling = context * concurrency;  // more than this holds no useful history on the CPU
+    floor_tokens = std::min(kMinTokensPerRequest, context) * concurrency;
+  }
+  if (tokens > ceiling) {
+    tokens = ceiling;
+    sizing.limited_by = options.kv_cache_limit == "memory" ? "one context per request slot"
+                                                           : "--kv-cache-limit " + options.kv_cache_limit;
+  }
+  if (tokens < floor_tokens) {
+    CapacityShortfall shortfall;
+    shortfall.needed = {{fixed_bytes, "weights and scratch", ""},
+                        {static_cast<std::uint64_t>(floor_tokens) * bytes_per_token, "minimum pages",
+                         fmt::format("{} \u00d7 {} tokens", concurrency,
+                                     format_count(static_cast<std::uint64_t>(floor_tokens / std::max<std::int64_t>(concurrency, 1))))}};
+    shortfall.available = supply_term;
+    shortfall.deductions = deductions;
+    shortfall.options = {"a lower --max-concurrency", "--kv-cache-limit context", "a larger --memory-limit"};
+    fail_capacity(shortfall);
+  }
+  sizing.n_pages = (tokens + page_tokens - 1) / page_tokens;
+  sizing.tokens = sizing.n_pages * page_tokens;
+  return sizing;
+}
+
+std::string read_api_key_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_usage("cannot read --api-key-file {}", path.string());
+  std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.size() > 4096) fail_usage("--api-key-file {} is larger than 4 KiB", path.string());
+  return key;
+}
+
+void print_banner(const TerminalInfo& terminal) {
+  if (!terminal.styled) return;
+  std::fprintf(stderr, "%s\n", paint(terminal, style::bold, paint(terminal, style::cyan, "  \u2726 flare")).c_str());
+}
+
+}  // namespace
+
+int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
+  const Clock::time_point started = Clock::now();
+  const Config config = load_config(globals.config);
+  const TerminalInfo terminal = detect_terminal(stderr, globals.plain);
+  if (options.kv_cache_limit != "memory" && options.kv_cache_limit != "context" &&
+      options.kv_cache_limit != "concurrency")
+    fail_usage("--kv-cache-limit must be memory, context or concurrency");
+  if (options.memory_limit) parse_memory_limit(*options.memory_limit);  // validate before any work
+  const engine::SchedulerPolicy policy = engine::scheduler_policy_parse(options.scheduler_policy);
+  for (const auto& value : {options.scheduler_terminal_value, options.scheduler_terminal_age_price})
+    if (value && !(std::isfinite(*value) && *value >= 0))
+      fail_usage("--scheduler-terminal-value and --scheduler-terminal-age-price must be finite and nonnegative");
+  if (options.approve_key.has_value() != options.accept_publisher.has_value())
+    fail_usage("--dangerously-approve-key and --dangerously-accept-publisher must be given together");
+  if (options.served_model_name && options.served_model_name->find_first_not_of(" \t") == std::string::npos)
+    fail_usage("--served-model-name must not be blank");
+  print_banner(terminal);
+
+  package::ModelCache cache(globals.model_cache ? *globals.model_cache : config.package_cache());
+  SelectedPackage selected = select_package(options.target, cache);
+
+  // Verify package: signature and publisher trust.
+  std::unique_ptr<package::Package> pkg;
+  {
+    ProgressStage stage(terminal, stderr, "Verify package");
+    pkg = package::Package::open(selected.path);
+    package::TrustOptions trust;
+    trust.publisher_keys = options.publisher_keys;
+    trust.trust_store = options.trust_store;
+    trust.development_profile = package::home_directory_profile();
+    trust.approve_key = options.approve_key;
+    trust.accept_publisher = options.accept_publisher;
+    const package::SignerResolution signer = package::resolve_signer(*pkg, trust);
+    stage.ok(fmt::format("{} signed by {}", pkg->manifest().model().canonical_name(), pkg->manifest().publisher_namespace()));
+    package::ensure_accepted(*pkg, signer, trust, isatty(STDIN_FILENO) && isatty(STDERR_FILENO), stdin, stderr);
+  }
+  const proto::Manifest& manifest = pkg->manifest();
+  {
+    ProgressStage stage(terminal, stderr, "Verify stored data",
+                        options.verify_weights ? pkg->distinct_payload_bytes() : frontend_bytes(*pkg));
+    pkg->check_layout();
+    verify_stored_data(*pkg, options.verify_weights, stage);
+    stage.ok(options.verify_weights ? "every payload" : "frontend payloads and layout");
+  }
+
+  // Target and GPUs: this build executes CPU packages.
+  if (manifest.target() != "cpu")
+    fail_usage("package {} was prepared for {}; this build runs CPU packages only (export with --cpu)",
+               selected.path.string(), manifest.target());
+  if (options.gpus) fail_usage("--gpus: package {} was prepared for the CPU backend", selected.path.string());
+  if (manifest.deployments_size() != 1) fail_input("package {} has {} deployments; expected one", selected.path.string(),
+                                                   manifest.deployments_size());
+  const proto::Capacities& capacities = manifest.deployments(0).capacities();
+
+  // Concurrency: flag > configuration > package, within the prepared buckets.
+  std::vector<std::string> names(manifest.model().served_names().begin(), manifest.model().served_names().end());
+  names.push_back(manifest.model().canonical_name());
+  for (const auto& alias : manifest.model().aliases()) names.push_back(alias);
+  const ModelSettings settings = config.settings_for(names, options.max_concurrency.has_value());
+  std::optional<std::int64_t> flag_concurrency;
+  if (options.max_concurrency) flag_concurrency = *options.max_concurrency;
+  const std::int64_t concurrency =
+      resolve<std::int64_t>(flag_concurrency, settings.max_concurrency, capacities.max_concurrency());
+  if (concurrency < 1 || concurrency > static_cast<std::int64_t>(capacities.max_concurrency()))
+    fail_usage("--max-concurrency {} exceeds the package's prepared capacity of {}; export again with a larger "
+               "--max-concurrency",
+               concurrency, capacities.max_concurrency());
+
+  // Load weights.
+  const model::ModelSpec spec = model::model_spec_parse(manifest.model_config_json(), "package model configuration");
+  auto backend = std::make_unique<helios::cpu::CpuBackend>();
+  std::unique_ptr<model::Model> loaded;
+  {
+    std::uint64_t weight_bytes = 0;
+    for (const auto& view : manifest.tensors()) weight_bytes += view.length_bytes();
+    ProgressStage stage(terminal, stderr, "Load weights", weight_bytes);
+    const auto ids = payload_ids_by_name(*pkg);
+    std::map<std::string, const proto::TensorView*> views;
+    for (const auto& view : manifest.tensors()) views.emplace(view.name(), &view);
+    model::PreparedLookup lookup = [&](const std::string& name, model::PreparedTensorRef& out) {
+      const auto it = views.find(name);
+      if (it == views.end()) return false;
+      const proto::TensorView& view = *it->second;
+      const auto id = ids.find(view.payload());
+      if (id == ids.end()) fail_input("package weights: tensor '{}' names a missing payload '{}'", name, view.payload());
+      const auto bytes = pkg->payload_bytes(id->second);
+      if (view.offset_bytes() > bytes.size() || view.length_bytes() > bytes.size() - view.offset_bytes())
+        fail_input("package weights: tensor '{}' lies outside its payload", name);
+      out.dtype = parse_dtype(view.dtype());
+      out.shape.assign(view.shape().begin(), view.shape().end());
+      out.bytes = bytes.subspan(view.offset_bytes(), view.length_bytes());
+      stage.advance(view.length_bytes());
+      return true;
+    };
+    model::Weights weights = model::weights_from_prepared(spec, lookup, *backend);
+    loaded = std::make_unique<model::Model>(spec, *backend, std::move(weights));
+    stage.ok(fmt::format("{} tensors, {}", manifest.tensors_size(), format_bytes(weight_bytes)));
+  }
+  {
+    ProgressStage stage(terminal, stderr, "Load kernels");
+    stage.ok(fmt::format("0 compiled, 0 tuned (CPU backend, {} threads)", backend->n_threads()));
+  }
+  {
+    ProgressStage stage(terminal, stderr, "Build graphs");
+    stage.ok("0 graphs (CPU)");
+  }
+
+  // Allocate caches.
+  const std::int64_t context = static_cast<std::int64_t>(capacities.context_ceiling_tokens());
+  const std::int64_t page_tokens = manifest.kv_page_tokens() ? manifest.kv_page_tokens() : 16;
+  const std::uint64_t bytes_per_token = manifest.memory_cost().bytes_per_cached_token();
+  engine::EngineOptions engine_options;
+  KvSizing kv;
+  {
+    ProgressStage stage(terminal, stderr, "Allocate caches");
+    std::uint64_t fixed = manifest.memory_cost().graph_and_scratch_bytes();
+    for (const auto& view : manifest.tensors()) fixed += view.length_bytes();
+    kv = size_kv_cache(options, config, fixed, bytes_per_token, context, concurrency, page_tokens);
+    engine_options.max_concurrency = static_cast<std::int32_t>(concurrency);
+    engine_options.prefill_chunk_tokens = static_cast<std::int32_t>(capacities.prefill_chunk_tokens());
+    engine_options.page_size_tokens = static_cast<std::int32_t>(page_tokens);
+    engine_options.n_pages = static_cast<std::int32_t>(std::min<std::int64_t>(kv.n_pages, 1 << 30));
+    engine_options.context_limit = static_cast<std::int32_t>(context);
+    engine_options.scheduler_policy = policy;
+    if (options.scheduler_terminal_value) engine_options.terminal_value = *options.scheduler_terminal_value;
+    if (options.scheduler_terminal_age_price) engine_options.terminal_age_price = *options.scheduler_terminal_age_price;
+    stage.ok(fmt::format("{} KV tokens in {} pages ({})", format_count(static_cast<std::uint64_t>(kv.tokens)),
+                         format_count(static_cast<std::uint64_t>(kv.n_pages)),
+                         format_bytes(static_cast<std::uint64_t>(kv.tokens) * bytes_per_token)));
+  }
+
+  // Frontend assets.
+  const auto ids = payload_ids_by_name(*pkg);
+  server::TextFrontendAssets assets;
+  assets.tokenizer_json = frontend_asset(*pkg, ids, "tokenizer.json");
+  assets.tokenizer_config_json = frontend_asset(*pkg, ids, "tokenizer_config.json");
+  assets.chat_template = frontend_asset(*pkg, ids, "chat_template.jinja");
+  assets.generation_config_json = frontend_asset(*pkg, ids, "generation_config.json");
+  assets.architecture = manifest.model().architecture();
+  const std::unique_ptr<server::Frontend> frontend = server::make_text_frontend(assets);
+  for (auto id : server::eos_token_ids(assets, *frontend)) engine_options.eos_token_ids.push_back(id);
+
+  auto runner = std::make_unique<engine::ModelStepRunner>(std::move(backend), std::move(loaded), engine_options,
+                                                          helios::DType::bf16);
+  engine::LocalEngine engine(engine_options, std::move(runner));
+
+  // Start HTTP.
+  server::ModelInfo info;
+  info.canonical_id = manifest.model().canonical_name();
+  if (options.served_model_name) info.served_names = {*options.served_model_name};
+  else info.served_names.assign(manifest.model().served_names().begin(), manifest.model().served_names().end());
+  info.max_context_tokens = static_cast<std::int32_t>(context);
+  info.max_concurrency = static_cast<std::int32_t>(concurrency);
+  const auto& defaults = manifest.sampling_defaults();
+  if (defaults.has_temperature()) info.sampling_defaults.temperature = static_cast<float>(defaults.temperature());
+  if (defaults.has_top_p()) info.sampling_defaults.top_p = static_cast<float>(defaults.top_p());
+  if (defaults.has_top_k()) info.sampling_defaults.top_k = defaults.top_k();
+  if (defaults.has_min_p()) info.sampling_defaults.min_p = static_cast<float>(defaults.min_p());
+  if (defaults.has_repetition_penalty())
+    info.sampling_defaults.repetition_penalty = static_cast<float>(defaults.repetition_penalty());
+  for (const auto& range : manifest.sampling_ranges()) {
+    if (range.parameter() == "temperature") info.sampling_ranges.temperature_max = static_cast<float>(range.maximum());
+    if (range.parameter() == "top_k" && range.maximum() < 1e8) info.sampling_ranges.top_k_max = static_cast<std::int32_t>(range.maximum());
+  }
+  info.sampling_ranges.n_max = static_cast<std::int32_t>(concurrency);
+
+  server::ServerOptions server_options;
+  server_options.host = options.host.value_or(config.server.host.value_or("127.0.0.1"));
+  server_options.port = static_cast<std::uint16_t>(options.port.value_or(config.server.port.value_or(8000)));
+  if (options.port && (*options.port < 0 || *options.port > 65535)) fail_usage("--port must be from 0 to 65535");
+  server_options.api_key = options.api_key_file ? read_api_key_file(*options.api_key_file) : config.server.api_key.value_or("");
+  server_options.limits = server::derive_limits(info);
+  server::Server http(server_options, engine, *frontend, info);
+  {
+    ProgressStage stage(terminal, stderr, "Start HTTP");
+    http.bind();
+    stage.ok(fmt::format("http://{}:{}", server_options.host.find(':') != std::string::npos ? "[" + server_options.host + "]"
+                                                                                          : server_options.host,
+                         http.port()));
+  }
+  std::fprintf(stderr,
+               "Serving %s as %s: policy %s, concurrency %lld, context %s tokens, KV %s tokens (limited by %s), "
+               "memory limit %s; ready in %s\n",
+               info.canonical_id.c_str(), fmt::format("{}", fmt::join(info.served_names, ", ")).c_str(),
+               engine::scheduler_policy_name(policy), static_cast<long long>(concurrency),
+               format_count(static_cast<std::uint64_t>(context)).c_str(),
+               format_count(static_cast<std::uint64_t>(kv.tokens)).c_str(), kv.limited_by.c_str(),
+               options.memory_limit.value_or("none").c_str(), format_elapsed(Clock::now() - started).c_str());
+  std::fflush(stderr);
+  http.run();
+  std::fprintf(stderr, "Stopped.\n");
+  return 0;
+}
+
+void add_run_command(CLI::App& app, PackageCommandGlobals& globals, RunOptions& options) {
+  CLI::App* command = add_command(app, "run", "Serve a prepared package over HTTP",
+                                  [&globals, &options] { return run_serve(globals, options); });
+  command->add_option("PACKAGE", options.target, "Package path, or MODEL[@VERSION] in the model cache");
+  command->add_option("--publisher-keys", options.publisher_keys, "Additional publisher verification profiles (JSON)");
+  command->add_option("--dangerously-approve-key", options.approve_key,
+                      "Approve this full lowercase SHA-256 key fingerprint (with --dangerously-accept-publisher)");
+  command->add_option("--dangerously-accept-publisher", options.accept_publisher,
+                      "Accept this exact publisher namespace (with --dangerously-approve-key)");
+  command->add_option("--trust-store", options.trust_store, "Trust store (default ~/.config/flare/trust.toml)");
+  command->add_flag("--verify-weights", options.verify_weights, "Hash every stored payload before loading");
+  command->add_option("--gpus", options.gpus, "GPUs in rank order (indices follow CUDA_VISIBLE_DEVICES)");
+  command->add_option("--host", options.host, "Listener IP address, IPv4 or IPv6 (default [server] host, else 127.0.0.1)");
+  command->add_option("--port", options.port, "Listener port (default [server] port, else 8000)");
+  command->add_option("--served-model-name", options.served_model_name, "Replace the package's serving aliases");
+  command->add_option("--api-key-file", options.api_key_file, "File holding the API key; an empty file disables auth");
+  command->add_option("--max-concurrency", options.max_concurrency, "Reduce concurrency within the prepared capacity");
+  command->add_option("--kv-cache-limit", options.kv_cache_limit, "Bound KV history: memory, context or concurrency");
+  command->add_option("--memory-limit", options.memory_limit,
+                      "Occupied size (30G), free-memory reserve (-30G) or fraction of total memory (0.8)");
+  command->add_option("--scheduler-policy", options.scheduler_policy, "balanced (default) or throughput");
+  command->add_option("--scheduler-terminal-value", options.scheduler_terminal_value,
+                      "Terminal-retirement value in prompt-token units (default 256)");
+  command->add_option("--scheduler-terminal-age-price", options.scheduler_terminal_age_price,
+                      "Terminal age price in value/ms\u00b2 (default 1)");
+  command->add_option("--config", globals.config, "Configuration file (default ~/.config/flare/config.toml)");
+  command->add_option("--model-cache", globals.model_cache, "Model cache directory (default [paths] package_cache)");
+  command->add_flag("--plain", globals.plain, "No styling or animation");
+}
+
+}  // namespace flare::cli
