@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "text/tokenizer.h"
@@ -27,18 +29,31 @@ inline std::string read_text_file(const std::filesystem::path& path) {
   return buffer.str();
 }
 
-// The file's contents, decompressing `path`.xz with xz when only that exists.
+// The file's contents, decompressing `path`.xz with xz when only that exists. Decompressed copies
+// are kept under the build tree (one per source file, refreshed when the .xz is newer) so that the
+// many test processes ctest starts do not each run xz.
 inline std::string read_maybe_xz(const std::filesystem::path& path) {
-  if (std::filesystem::exists(path)) return read_text_file(path);
-  std::filesystem::path xz = path.string() + ".xz";
-  if (!std::filesystem::exists(xz)) return {};
+  namespace fs = std::filesystem;
+  if (fs::exists(path)) return read_text_file(path);
+  fs::path xz = path.string() + ".xz";
+  if (!fs::exists(xz)) return {};
+  fs::path cached = fs::path(FLARE_BINARY_DIR) / "test_tokenizers" / path.parent_path().filename() / path.filename();
+  std::error_code ec;
+  if (fs::exists(cached) && fs::last_write_time(cached, ec) >= fs::last_write_time(xz, ec)) return read_text_file(cached);
   std::string command = "xz -dc '" + xz.string() + "'";
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return {};
   std::string out;
   char buffer[1 << 16];
   for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) out.append(buffer, n);
-  ::pclose(pipe);
+  if (::pclose(pipe) != 0) return {};
+  // Write then rename, so that a concurrent reader never sees half a file.
+  fs::create_directories(cached.parent_path(), ec);
+  fs::path temporary = cached.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream(temporary, std::ios::binary) << out;
+  }
+  fs::rename(temporary, cached, ec);
   return out;
 }
 
