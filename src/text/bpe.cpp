@@ -14,6 +14,10 @@
 
 namespace flare::text {
 
+// Words of up to this many initial symbols are merged by rescanning an array (cheaper than a heap
+// for the short words byte-level pre-tokenizers produce); longer ones use the heap.
+constexpr size_t kSmallWordSymbols = 128;
+
 // Open-addressing hash table: (left id, right id) -> (rank, merged id).
 struct BpeModel::MergeTable {
   struct Slot {
@@ -273,7 +277,7 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
       ends.push_back(static_cast<uint32_t>(pos));
     }
   }
-  if (ids.size() > 64) {
+  if (ids.size() > kSmallWordSymbols) {
     merge_symbols_heap(ids, ends);
   } else {
     merge_symbols(ids, ends);
@@ -297,8 +301,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
 // Small words: rescan for the lowest-ranked pair after each merge (no allocation beyond ranks).
 void BpeModel::merge_symbols(std::vector<int32_t>& ids, std::vector<uint32_t>& ends) const {
   size_t n = ids.size();
-  std::array<int32_t, 64> ranks;
-  std::array<int32_t, 64> merged;
+  std::array<int32_t, kSmallWordSymbols> ranks;
+  std::array<int32_t, kSmallWordSymbols> merged;
   auto refresh = [&](size_t i) {
     const MergeTable::Slot* slot = merges_->find(ids[i], ids[i + 1]);
     ranks[i] = slot ? slot->rank : INT32_MAX;
