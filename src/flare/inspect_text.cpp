@@ -39,11 +39,11 @@ std::string speculation_text(const proto::Capacities& c) {
 
 std::string sampling_defaults_text(const proto::SamplingDefaults& s) {
   std::vector<std::string> parts;
-  if (s.has_temperature()) parts.push_back(fmt::format("temperature {}", s.temperature()));
-  if (s.has_top_p()) parts.push_back(fmt::format("top_p {}", s.top_p()));
+  if (s.has_temperature()) parts.push_back(fmt::format("temperature {:g}", s.temperature()));
+  if (s.has_top_p()) parts.push_back(fmt::format("top_p {:g}", s.top_p()));
   if (s.has_top_k()) parts.push_back(fmt::format("top_k {}", s.top_k()));
-  if (s.has_min_p()) parts.push_back(fmt::format("min_p {}", s.min_p()));
-  if (s.has_repetition_penalty()) parts.push_back(fmt::format("repetition_penalty {}", s.repetition_penalty()));
+  if (s.has_min_p()) parts.push_back(fmt::format("min_p {:g}", s.min_p()));
+  if (s.has_repetition_penalty()) parts.push_back(fmt::format("repetition_penalty {:g}", s.repetition_penalty()));
   return parts.empty() ? "(none recorded)" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -85,7 +85,7 @@ void print_serving(const package::Package& package, const InspectView& view, con
                                             m.kv_cache_dtype().empty() ? "(dtype not recorded)" : m.kv_cache_dtype())});
   fields.push_back({"sampling defaults", sampling_defaults_text(m.sampling_defaults())});
   std::vector<std::string> ranges;
-  for (const auto& r : m.sampling_ranges()) ranges.push_back(fmt::format("{} {}..{}", r.parameter(), r.minimum(), r.maximum()));
+  for (const auto& r : m.sampling_ranges()) ranges.push_back(fmt::format("{} {:g}..{:g}", r.parameter(), r.minimum(), r.maximum()));
   fields.push_back({"request ranges", ranges.empty() ? "(none recorded)" : fmt::format("{}", fmt::join(ranges, ", "))});
   out.fields("Serving", fields);
   std::vector<std::vector<std::string>> rows;
@@ -191,7 +191,7 @@ void print_package_details(const package::Package& package, const Out& out) {
   std::vector<std::string> aliases(m.model().aliases().begin(), m.model().aliases().end());
   out.fields("Checkpoint", {{"recipe", m.model().recipe()},
                             {"aliases", aliases.empty() ? "(none)" : fmt::format("{}", fmt::join(aliases, ", "))},
-                            {"repository", m.model().checkpoint_repository()},
+                            {"repository", m.model().checkpoint_repository().empty() ? "(local checkpoint)" : m.model().checkpoint_repository()},
                             {"revision", m.model().checkpoint_revision()},
                             {"model config", m.model_config_json().empty() ? "(not recorded)"
                                                                            : bytes_text(m.model_config_json().size())}});
