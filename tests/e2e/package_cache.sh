@@ -38,6 +38,9 @@ grep -q "█" "$WORK/out" || fail "no banner rendering of the served name"
 [[ $(json_get "$WORK/inspect.json" 'j.publisher.namespace') == local-development ]] || fail "json namespace"
 [[ $(json_get "$WORK/inspect.json" 'j.memory_map === undefined') == true ]] || fail "summary json has details"
 expect_output "Prepared tensors" "$FLARE" inspect "$first" --all
+width=$(LC_ALL=C.UTF-8 wc -L <"$WORK/out")
+[[ $width == 80 ]] || fail "redirected inspect output is $width columns wide, not 80"
+grep -q $'\x1b\[' "$WORK/out" && fail "redirected output is styled"
 for section in "Stored payloads" Graphs Frontend tokenizer.json Package Checkpoint; do
   grep -q -- "$section" "$WORK/out" || fail "inspect --all misses $section"
 done
@@ -47,6 +50,7 @@ done
   fail "frontend assets"
 [[ $(json_get "$WORK/all.json" 'typeof j.contract') == object ]] || fail "contract"
 expect_output "UNVERIFIED" "$FLARE" inspect "$first" --unverified
+expect_output "signature verified" "$FLARE" models inspect "$model@$v2" --model-cache "$CACHE" --graphs
 "$FLARE" inspect "$first" --unverified --json >"$WORK/unverified.json"
 [[ $(json_get "$WORK/unverified.json" 'j.verified') == false ]] || fail "unverified json"
 expect_fail 2 "cannot be combined" "$FLARE" inspect "$first" --unverified --publisher-keys "$WORK/x.json"
