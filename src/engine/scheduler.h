@@ -18,9 +18,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <list>
-#include <map>
 #include <memory>
 #include <span>
 #include <unordered_map>

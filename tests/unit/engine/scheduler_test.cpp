@@ -510,6 +510,7 @@ TEST(Scheduler, LogprobsAndPromptLogprobs) {
 
 TEST(Scheduler, RandomSubmitCancelSequencesReturnEveryPage) {
   std::mt19937 rng(42);
+  std::int64_t n_preemptions = 0, n_hit_tokens = 0, n_copies = 0;
   for (int round = 0; round < 250; ++round) {
     auto o = small_options();
     o.n_pages = 12 + int(rng() % 40);
@@ -555,8 +556,15 @@ TEST(Scheduler, RandomSubmitCancelSequencesReturnEveryPage) {
         EXPECT_EQ(got, reference_tokens(h.model, r.prompt_token_ids, params_of(r, 0), c, std::int32_t(got.size())));
       }
     }
+    n_preemptions += h.scheduler.counters().n_preemptions;
+    n_hit_tokens += h.scheduler.counters().n_prefix_hit_tokens;
+    for (const auto& plan : h.plans) n_copies += std::int64_t(plan.page_copies.size());
     h.expect_pages_returned();
   }
+  // The sequences reach preemption, prefix-cache hits and copy-on-write.
+  EXPECT_GT(n_preemptions, 0);
+  EXPECT_GT(n_hit_tokens, 0);
+  EXPECT_GT(n_copies, 0);
 }
 
 }  // namespace
