@@ -26,8 +26,8 @@ using ordered_json = nlohmann::ordered_json;
 
 constexpr std::string_view kThinkStart = "<think>";
 constexpr std::string_view kThinkEnd = "</think>";
-// Prompt tokens decoded to find an open reasoning block: the generation prompt's tail.
-constexpr size_t kPromptTailTokens = 32;
+// Prompt tokens decoded to find an open reasoning block at the end of the generation prompt.
+constexpr size_t kPromptTailTokens = 8;
 
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
@@ -256,10 +256,10 @@ class TextFrontend final : public Frontend {
     if (!supports_reasoning_ || prompt_token_ids.empty()) return false;
     size_t n = std::min(prompt_token_ids.size(), kPromptTailTokens);
     std::string tail = tokenizer_->decode(prompt_token_ids.subspan(prompt_token_ids.size() - n), false, false);
-    size_t start = tail.rfind(kThinkStart);
-    if (start == std::string::npos) return false;
-    size_t end = tail.rfind(kThinkEnd);
-    return end == std::string::npos || end < start;
+    // Templates that open the block end the generation prompt with it ("<think>\n"); a <think>
+    // further back is conversation text (a user asking about the tag), not an open block.
+    size_t last = tail.find_last_not_of(" \t\r\n");
+    return last != std::string::npos && std::string_view(tail).substr(0, last + 1).ends_with(kThinkStart);
   }
 
   std::unique_ptr<Detokenizer> make_detokenizer(bool skip_special_tokens) const override {

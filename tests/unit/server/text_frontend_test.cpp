@@ -253,6 +253,21 @@ TEST(TextFrontend, Qwen3OpenReasoningPromptDetection) {
   std::string long_text = "<think> ";
   for (int i = 0; i < 100; ++i) long_text += " word" + std::to_string(i);
   EXPECT_FALSE(frontend.prompt_opens_reasoning(frontend.encode(long_text, false)));
+  // A user message about the tag, followed by the generation prompt, opens nothing.
+  json about_tag = json::array({{{"role", "user"}, {"content", "What does <think> do?\n<think>"}}});
+  EXPECT_FALSE(frontend.prompt_opens_reasoning(frontend.encode(frontend.render_chat(about_tag, nullptr, nullptr, true), false)));
+  // DeepSeek-R1-style templates end the generation prompt inside the block.
+  TextFrontendAssets r1 = fixture_assets("qwen3", "Qwen3ForCausalLM");
+  r1.chat_template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}{# </think> #}";
+  auto r1_frontend = make_text_frontend(r1);
+  auto r1_prompt = r1_frontend->encode(r1_frontend->render_chat(messages, nullptr, nullptr, true), false);
+  EXPECT_TRUE(r1_frontend->prompt_opens_reasoning(r1_prompt));
+  ParserOptions r1_options;
+  r1_options.prompt_opened_reasoning = r1_frontend->prompt_opens_reasoning(r1_prompt);
+  Parsed r1_parsed = parse(*r1_frontend, r1_options, "Let me think.\n</think>\n\nAnswer.", 3);
+  EXPECT_EQ(r1_parsed.reasoning, "Let me think.");
+  EXPECT_EQ(r1_parsed.content, "Answer.");
   EXPECT_FALSE(demo().prompt_opens_reasoning(demo().encode("<think>\n", false)));  // no reasoning template
 }
 
