@@ -1,0 +1,155 @@
+// The CUDA driver API, opened at run time with dlopen("libcuda.so.1") so that the programs start on
+// machines without an NVIDIA driver. cuda.h provides the types only; nothing links libcuda or cudart.
+// Every failing call throws flare::Error naming the call and the driver's error name and text.
+//
+// Ownership: Driver is loaded once per process and immutable afterwards (function pointers only).
+// A Context owns the retained primary context of one device; DeviceMemory, Stream and Module are
+// RAII owners created under a current context. Thread ownership follows the backend: one engine
+// thread per device uses these objects (Context::make_current binds the context to the caller).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flare::helios::cuda {
+
+// The entry points Flare uses; each member is named as the API call it holds.
+struct Driver {
+  decltype(&::cuInit) init = nullptr;
+  decltype(&::cuDriverGetVersion) driver_get_version = nullptr;
+  decltype(&::cuDeviceGetCount) device_get_count = nullptr;
+  decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDeviceGetName) device_get_name = nullptr;
+  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
+  decltype(&::cuDeviceTotalMem) device_total_mem = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
+  decltype(&::cuDevicePrimaryCtxRelease) primary_ctx_release = nullptr;
+  decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
+  decltype(&::cuMemGetInfo) mem_get_info = nullptr;
+  decltype(&::cuMemAlloc) mem_alloc = nullptr;
+  decltype(&::cuMemFree) mem_free = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) memcpy_htod_async = nullptr;
+  decltype(&::cuMemcpyDtoHAsync) memcpy_dtoh_async = nullptr;
+  decltype(&::cuMemcpyDtoDAsync) memcpy_dtod_async = nullptr;
+  decltype(&::cuMemsetD8Async) memset_d8_async = nullptr;
+  decltype(&::cuStreamCreate) stream_create = nullptr;
+  decltype(&::cuStreamDestroy) stream_destroy = nullptr;
+  decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&::cuModuleLoadData) module_load_data = nullptr;
+  decltype(&::cuModuleUnload) module_unload = nullptr;
+  decltype(&::cuModuleGetFunction) module_get_function = nullptr;
+  decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&::cuGetErrorName) get_error_name = nullptr;
+  decltype(&::cuGetErrorString) get_error_string = nullptr;
+
+  int version = 0;  // cuDriverGetVersion, e.g. 13000
+};
+
+// The process's driver, loaded and cuInit'ed on first use; throws flare::Error when libcuda.so.1
+// cannot be opened, lacks an entry point, or cuInit fails (the message says which).
+const Driver& driver();
+
+// Whether driver() would succeed; on failure, *reason says why ("libcuda.so.1: cannot open ...").
+bool driver_available(std::string* reason = nullptr);
+
+// Throws flare::Error "CUDA call <call> failed: <NAME> (<text>)" unless result is CUDA_SUCCESS.
+void check(CUresult result, std::string_view call);
+
+// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for a result code.
+std::string error_text(CUresult result);
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  int n_multiprocessors = 0;
+  std::size_t total_bytes = 0;
+  std::string arch() const;  // "sm_90"
+};
+
+int device_count();  // 0 when the driver is missing or sees no device
+DeviceInfo device_info(int index);
+
+// The retained primary context of one device (released on destruction).
+class Context {
+ public:
+  explicit Context(int device_index);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  void make_current() const;  // binds the context to the calling thread
+  const DeviceInfo& device() const { return info_; }
+  CUcontext handle() const { return ctx_; }
+
+ private:
+  DeviceInfo info_;
+  CUdevice device_ = 0;
+  CUcontext ctx_ = nullptr;
+};
+
+class Stream {
+ public:
+  Stream();  // a non-blocking stream in the current context
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream handle() const { return stream_; }
+  void synchronize() const;
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+// cuMemAlloc'ed device memory; size 0 allocates nothing.
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(std::size_t size_bytes);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  CUdeviceptr address() const { return ptr_; }
+  void* data() const { return reinterpret_cast<void*>(ptr_); }
+  std::size_t size_bytes() const { return size_; }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  std::size_t size_ = 0;
+};
+
+// Asynchronous copies on `stream`; host memory must stay valid until the stream is synchronized.
+void copy_to_device(CUdeviceptr dst, const void* src, std::size_t size_bytes, const Stream& stream);
+void copy_to_host(void* dst, CUdeviceptr src, std::size_t size_bytes, const Stream& stream);
+
+// A loaded CUBIN (cuModuleLoadData); `name` names it in errors.
+class Module {
+ public:
+  Module(std::string name, const std::string& cubin);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  CUfunction function(const char* entry) const;  // throws naming the module and the entry point
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  CUmodule module_ = nullptr;
+};
+
+struct LaunchShape {
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1;
+  unsigned block_x = 1, block_y = 1, block_z = 1;
+  unsigned shared_bytes = 0;
+};
+
+// cuLaunchKernel with `args` pointing at each argument's value, in the kernel's parameter order.
+void launch(CUfunction function, const LaunchShape& shape, const Stream& stream, std::vector<void*> args,
+            std::string_view kernel_name);
+
+}  // namespace flare::helios::cuda

@@ -1,0 +1,159 @@
+// NVRTC compiles every embedded kernel (src/helios/kernels/*.cu) for each architecture the CUDA
+// backend targets; compile errors name the kernel and carry the log; compiles go through the
+// kernel cache. Needs NVRTC but no GPU; skips where libnvrtc cannot be loaded.
+#ifdef FLARE_HAVE_CUDA
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "helios/cuda/kernel_sources.h"
+#include "helios/cuda/nvrtc.h"
+
+namespace flare::helios::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+
+const Nvrtc* nvrtc_or_null(std::string* reason) {
+  static std::string why;
+  static const std::unique_ptr<Nvrtc> nvrtc = Nvrtc::try_load(k_default_cuda_root, &why);
+  *reason = why;
+  return nvrtc.get();
+}
+
+#define FLARE_NEED_NVRTC(var)                                  \
+  std::string nvrtc_reason;                                    \
+  const Nvrtc* var = nvrtc_or_null(&nvrtc_reason);             \
+  if (!var) GTEST_SKIP() << "NVRTC unavailable: " << nvrtc_reason
+
+// Shapes of a typical model (head_dim 128, full rotary).
+CompileOptions options_for(const std::string& arch) {
+  CompileOptions o;
+  o.arch = arch;
+  o.defines = {{"HEAD_DIM", "128"}, {"ROTARY_HALF", "64"}, {"FLARE_BLOCK", "256"}};
+  return o;
+}
+
+bool is_elf(const std::string& binary) { return binary.size() > 4 && binary.compare(0, 4, "\x7f" "ELF") == 0; }
+
+TEST(CudaKernels, EmbeddedSourcesAreComplete) {
+  std::vector<std::string> names;
+  for (const KernelSource& k : embedded_kernels()) {
+    names.emplace_back(k.name);
+    EXPECT_NE(k.source.find("extern \"C\" __global__"), std::string_view::npos) << k.name;
+    EXPECT_NE(k.source.find("flare_" + std::string(k.name)), std::string_view::npos) << k.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"embedding", "head_rms_norm", "rms_norm", "rotary", "swiglu"}));
+  EXPECT_EQ(embedded_kernel("rotary").name, "rotary");
+  EXPECT_THROW(embedded_kernel("no_such_kernel"), Error);
+}
+
+class CudaKernelsPerArch : public testing::TestWithParam<std::string> {};
+
+TEST_P(CudaKernelsPerArch, EveryKernelCompilesToACubin) {
+  FLARE_NEED_NVRTC(nvrtc);
+  for (const KernelSource& k : embedded_kernels()) {
+    const std::string cubin = nvrtc->compile(k, options_for(GetParam()));
+    EXPECT_TRUE(is_elf(cubin)) << k.name << " for " << GetParam();
+    EXPECT_NE(cubin.find("flare_" + std::string(k.name)), std::string::npos) << "entry point missing in " << k.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, CudaKernelsPerArch, testing::Values("sm_80", "sm_89", "sm_90", "sm_120"));
+
+TEST(CudaKernels, CompileErrorNamesTheKernelAndShowsTheLog) {
+  FLARE_NEED_NVRTC(nvrtc);
+  const KernelSource broken{"broken_kernel", "extern \"C\" __global__ void flare_broken(int* x) { x[0] = undeclared_name; }\n"};
+  try {
+    nvrtc->compile(broken, options_for("sm_90"));
+    FAIL() << "a broken kernel compiled";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(e.code(), ExitCode::preparation);
+    EXPECT_NE(message.find("broken_kernel"), std::string::npos) << message;
+    EXPECT_NE(message.find("sm_90"), std::string::npos) << message;
+    EXPECT_NE(message.find("undeclared_name"), std::string::npos) << message;  // from NVRTC's log
+  }
+}
+
+TEST(CudaKernels, MissingShapeDefineIsACompileError) {
+  FLARE_NEED_NVRTC(nvrtc);
+  CompileOptions o;
+  o.arch = "sm_90";
+  try {
+    nvrtc->compile(embedded_kernel("rotary"), o);
+    FAIL() << "rotary compiled without its shapes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rotary needs HEAD_DIM"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaKernels, OptionsAreValidated) {
+  FLARE_NEED_NVRTC(nvrtc);
+  for (const char* arch : {"", "sm_", "sm90", "compute_90", "sm_90 -DX=1", "sm_9x", "sm_90ab"}) {
+    CompileOptions o = options_for(arch);
+    EXPECT_THROW(nvrtc->option_list(o), Error) << arch;
+  }
+  for (const char* name : {"", "1X", "A B", "X=Y", "-I/tmp"}) {
+    CompileOptions o = options_for("sm_90");
+    o.defines = {{name, "1"}};
+    EXPECT_THROW(nvrtc->option_list(o), Error) << name;
+  }
+  CompileOptions multi_line = options_for("sm_90");
+  multi_line.defines = {{"X", "1\n#include </etc/passwd>"}};
+  EXPECT_THROW(nvrtc->option_list(multi_line), Error);
+
+  const std::vector<std::string> list = nvrtc->option_list(options_for("sm_90a"));
+  EXPECT_EQ(list.front(), "--gpu-architecture=sm_90a");
+  EXPECT_NE(std::find(list.begin(), list.end(), "-DHEAD_DIM=128"), list.end());
+  EXPECT_EQ(std::find(list.begin(), list.end(), "--use_fast_math"), list.end());
+}
+
+TEST(CudaKernels, CompilesGoThroughTheCache) {
+  FLARE_NEED_NVRTC(nvrtc);
+  const fs::path dir = fs::temp_directory_path() /
+                       ("flare-nvrtc-cache-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
+  {
+    KernelCache cache(dir);
+    const KernelSource& k = embedded_kernel("swiglu");
+    const std::string first = nvrtc->compile_cached(cache, k, options_for("sm_90"));
+    const std::string again = nvrtc->compile_cached(cache, k, options_for("sm_90"));
+    EXPECT_EQ(first, again);
+    EXPECT_EQ(cache.n_builds(), 1);
+    EXPECT_EQ(cache.n_hits(), 1);
+    EXPECT_EQ(cache.n_misses(), 1);
+    // Another architecture or shape is another entry.
+    nvrtc->compile_cached(cache, k, options_for("sm_80"));
+    CompileOptions other = options_for("sm_90");
+    other.defines.push_back({"UNUSED_SHAPE", "7"});
+    nvrtc->compile_cached(cache, k, other);
+    EXPECT_EQ(cache.n_builds(), 3);
+
+    KernelCache reopened(dir);  // a later process: zero compiles
+    EXPECT_EQ(nvrtc->compile_cached(reopened, k, options_for("sm_90")), first);
+    EXPECT_EQ(reopened.n_builds(), 0);
+    EXPECT_EQ(reopened.n_hits(), 1);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CudaKernels, MissingToolkitFallsBackToTheLoaderPathOrSaysWhy) {
+  std::string reason;
+  const std::unique_ptr<Nvrtc> n = Nvrtc::try_load("/nonexistent/cuda", &reason);
+  if (n) {
+    EXPECT_EQ(n->library_path(), "libnvrtc.so.13");
+  } else {
+    EXPECT_NE(reason.find("/nonexistent/cuda/lib64/libnvrtc.so.13"), std::string::npos) << reason;
+    EXPECT_THROW(Nvrtc("/nonexistent/cuda"), Error);
+  }
+}
+
+}  // namespace
+}  // namespace flare::helios::cuda
+
+#endif  // FLARE_HAVE_CUDA
