@@ -12,7 +12,7 @@ ServerLimits derive_limits(const ModelInfo& model) {
   ServerLimits limits;
   size_t context_bytes = static_cast<size_t>(std::max(model.max_context_tokens, 1)) * 16u;
   limits.max_body_bytes = std::min<size_t>(context_bytes + (1u << 20), 64u << 20);
-  limits.max_connections = std::max(64, model.max_concurrency * 4 + 32);
+  limits.max_connections = std::max(256, model.max_concurrency * 4 + 32);
   return limits;
 }
 

@@ -5,6 +5,7 @@
 #include "server/server.h"
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -41,6 +42,10 @@ struct ServerState {
   std::atomic<bool> stopping{false};
   std::atomic<int32_t> n_connections{0};
   std::atomic<int32_t> n_active_generations{0};
+  // At the connection cap the listener stops accepting (new clients wait in the kernel's backlog)
+  // and the session that brings the count back under the cap resumes it.
+  std::atomic<bool> accept_paused{false};
+  std::function<void()> resume_accept;
   std::mutex sessions_mutex;
   std::set<std::weak_ptr<Session>, std::owner_less<std::weak_ptr<Session>>> sessions;
   asio::io_context ioc;  // last: destroyed first, with the handlers that reference the rest
@@ -65,7 +70,12 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ServerState& state)
       : stream_(std::move(socket)), state_(state), write_timer_(stream_.get_executor()) {}
-  ~Session() { state_.n_connections.fetch_sub(1); }
+  ~Session() {
+    const int32_t remaining = state_.n_connections.fetch_sub(1) - 1;
+    if (remaining < state_.options.limits.max_connections && state_.accept_paused.exchange(false) &&
+        state_.resume_accept)
+      asio::post(state_.ioc, state_.resume_accept);
+  }
 
   void start() {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->wait_for_request(); });
@@ -420,29 +430,32 @@ struct Server::Impl {
       : state(std::move(options), engine, std::move(model)), frontend(fe) {
     state.router = std::make_unique<Router>(frontend, state.model, state.options.api_key, state.engine,
                                             state.metrics, state.options.limits);
+    state.resume_accept = [this] { accept(); };
   }
 
   void accept() {
+    if (state.stopping || !acceptor->is_open()) return;
+    if (state.n_connections.load() >= state.options.limits.max_connections) {
+      state.accept_paused = true;
+      // A session may have ended between the check and the flag: resume if so.
+      if (state.n_connections.load() >= state.options.limits.max_connections || !state.accept_paused.exchange(false))
+        return;
+    }
     acceptor->async_accept(asio::make_strand(state.ioc), [this](beast::error_code error, tcp::socket socket) {
       if (error) {
         if (error == asio::error::operation_aborted || !acceptor->is_open()) return;
         return accept();
       }
-      if (state.n_connections.fetch_add(1) >= state.options.limits.max_connections) {
-        state.n_connections.fetch_sub(1);
-        beast::error_code ignored;
-        socket.close(ignored);
-      } else {
-        auto session = std::make_shared<Session>(std::move(socket), state);
-        {
-          std::lock_guard lock(state.sessions_mutex);
-          for (auto it = state.sessions.begin(); it != state.sessions.end();) {
-            it = it->expired() ? state.sessions.erase(it) : std::next(it);
-          }
-          state.sessions.insert(session);
+      state.n_connections.fetch_add(1);
+      auto session = std::make_shared<Session>(std::move(socket), state);
+      {
+        std::lock_guard lock(state.sessions_mutex);
+        for (auto it = state.sessions.begin(); it != state.sessions.end();) {
+          it = it->expired() ? state.sessions.erase(it) : std::next(it);
         }
-        session->start();
+        state.sessions.insert(session);
       }
+      session->start();
       if (!state.stopping) accept();
     });
   }

@@ -363,7 +363,7 @@ TEST(Limits, DerivedFromContextAndConcurrency) {
   model.max_concurrency = 8;
   ServerLimits limits = derive_limits(model);
   EXPECT_EQ(limits.max_body_bytes, 32768u * 16u + (1u << 20));
-  EXPECT_EQ(limits.max_connections, 64);
+  EXPECT_EQ(limits.max_connections, 256);
   model.max_context_tokens = 10'000'000;
   EXPECT_EQ(derive_limits(model).max_body_bytes, 64u << 20);
 }
