@@ -1,0 +1,323 @@
+// The CUDA backend (see cuda_backend.h): memory, copies, the step descriptor and each operation's
+// launch. Shapes and dtypes are checked on the host before a launch; kernels trust them.
+#include "helios/cuda/cuda_backend.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace flare::helios::cuda {
+namespace {
+
+class DeviceBuffer final : public Buffer {
+ public:
+  explicit DeviceBuffer(std::size_t size_bytes) : memory_(size_bytes) {}
+  void* data() const override { return memory_.data(); }
+  std::size_t size_bytes() const override { return memory_.size_bytes(); }
+
+ private:
+  DeviceMemory memory_;
+};
+
+CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+CUdeviceptr address(const Tensor& t) { return address(t.data); }
+
+void expect_dtype(const Tensor& t, DType dtype, const char* what) {
+  if (t.dtype != dtype) {
+    fail(ExitCode::failure, "internal: cuda {} expects {} but got {}", what, dtype_name(dtype), dtype_name(t.dtype));
+  }
+}
+
+void expect_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what) {
+  if (t.rows != rows || t.cols != cols) {
+    fail(ExitCode::failure, "internal: cuda {} is [{}, {}], expected [{}, {}]", what, t.rows, t.cols, rows, cols);
+  }
+}
+
+unsigned blocks_for(std::int64_t n, std::int64_t per_block) { return unsigned((n + per_block - 1) / per_block); }
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
+                         const std::filesystem::path& cuda_root)
+    : context_(device_index), nvrtc_(cuda_root), cache_(kernel_cache_dir) {
+  // The shape-independent kernels, so a broken toolchain shows at construction.
+  function("embedding", "flare_embedding");
+  function("rms_norm", "flare_rms_norm");
+  function("swiglu", "flare_swiglu");
+  function("linear", "flare_linear_bf16");
+  function("linear", "flare_linear_f32");
+  function("gather_rows", "flare_gather_rows");
+}
+
+CudaBackend::~CudaBackend() {
+  try {
+    stream_.synchronize();
+  } catch (const Error&) {  // a failed stream has nothing left to wait for
+  }
+}
+
+CUfunction CudaBackend::function(const std::string& source, const std::string& entry, const Defines& defines) {
+  std::string module_key = source;
+  for (const auto& [name, value] : defines) module_key += " -D" + name + "=" + value;
+  const std::string function_key = module_key + " " + entry;
+  if (auto it = functions_.find(function_key); it != functions_.end()) return it->second;
+  auto module_it = modules_.find(module_key);
+  if (module_it == modules_.end()) {
+    CompileOptions options;
+    options.arch = context_.device().arch();
+    options.defines = defines;
+    const std::string cubin = nvrtc_.compile_cached(cache_, embedded_kernel(source), options);
+    module_it = modules_.emplace(module_key, std::make_unique<Module>(source, cubin)).first;
+  }
+  const CUfunction f = module_it->second->function(entry.c_str());
+  functions_.emplace(function_key, f);
+  return f;
+}
+
+void CudaBackend::launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name) {
+  if (shape.grid_x == 0 || shape.grid_y == 0 || shape.grid_z == 0) return;  // nothing to compute
+  cuda::launch(f, shape, stream_, std::move(args), name);
+}
+
+std::unique_ptr<Buffer> CudaBackend::allocate(std::size_t size_bytes) { return std::make_unique<DeviceBuffer>(size_bytes); }
+
+void CudaBackend::upload(Buffer& dst, std::size_t offset, const void* src, std::size_t size) {
+  if (offset > dst.size_bytes() || size > dst.size_bytes() - offset) fail(ExitCode::failure, "internal: upload out of bounds");
+  // From pageable memory the driver stages the bytes before returning, so `src` may go right after.
+  copy_to_device(address(dst.data()) + offset, src, size, stream_);
+}
+
+void CudaBackend::download(const Buffer& src, std::size_t offset, void* dst, std::size_t size) {
+  if (offset > src.size_bytes() || size > src.size_bytes() - offset) fail(ExitCode::failure, "internal: download out of bounds");
+  copy_to_host(dst, address(src.data()) + offset, size, stream_);
+  stream_.synchronize();
+}
+
+void CudaBackend::synchronize() { stream_.synchronize(); }
+
+void CudaBackend::kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies) {
+  const KvCacheLayout& l = cache.layout;
+  for (const PageCopy& c : copies) {
+    if (c.src_page < 0 || c.src_page >= l.n_pages || c.dst_page < 0 || c.dst_page >= l.n_pages) {
+      fail(ExitCode::failure, "internal: page copy {} -> {} outside 0..{}", c.src_page, c.dst_page, l.n_pages - 1);
+    }
+  }
+  const CUdeviceptr base = address(cache.storage->data());
+  const std::size_t page_bytes = l.page_bytes();
+  for (std::int32_t layer = 0; layer < l.n_layers; ++layer) {
+    const CUdeviceptr layer_base = base + std::size_t(layer) * std::size_t(l.n_pages) * page_bytes;
+    for (const PageCopy& c : copies) {
+      check(driver().memcpy_dtod_async(layer_base + std::size_t(c.dst_page) * page_bytes,
+                                       layer_base + std::size_t(c.src_page) * page_bytes, page_bytes, stream_.handle()),
+            "cuMemcpyDtoDAsync");
+    }
+  }
+}
+
+void CudaBackend::begin_step(const Step& step, const KvCache& cache) {
+  step_validate(step, cache.layout.n_pages, cache.layout.page_size_tokens);
+  step_ = step;
+  n_logit_rows_ = step.n_logit_rows();
+  const std::size_t n_tokens = step.tokens.size(), n_rows = step.rows.size();
+  // Packed: tokens, positions, token_rows, row_first_block, block_tables, logit_tokens.
+  step_host_.assign(step.tokens.begin(), step.tokens.end());
+  step_host_.resize(3 * n_tokens);
+  std::vector<std::int32_t> logit_tokens;
+  std::size_t t = 0;
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    const StepRow& row = step.rows[r];
+    for (std::int32_t i = 0; i < row.n_tokens; ++i, ++t) {
+      step_host_[n_tokens + t] = row.start_position + i;
+      step_host_[2 * n_tokens + t] = std::int32_t(r);
+      if (i >= row.n_tokens - row.n_logits) logit_tokens.push_back(std::int32_t(t));
+    }
+  }
+  for (const StepRow& row : step.rows) step_host_.push_back(row.first_block);
+  step_host_.insert(step_host_.end(), step.block_tables.begin(), step.block_tables.end());
+  step_host_.insert(step_host_.end(), logit_tokens.begin(), logit_tokens.end());
+
+  const std::size_t bytes = std::max<std::size_t>(step_host_.size(), 1) * sizeof(std::int32_t);
+  if (!step_device_ || step_device_->size_bytes() < bytes) {
+    stream_.synchronize();  // the old buffer may still be read by queued kernels
+    step_device_ = std::make_unique<DeviceMemory>(std::max<std::size_t>(bytes, 4096));
+  }
+  copy_to_device(step_device_->address(), step_host_.data(), step_host_.size() * sizeof(std::int32_t), stream_);
+  const CUdeviceptr base = step_device_->address();
+  const auto at = [&](std::size_t index) { return base + index * sizeof(std::int32_t); };
+  arrays_.tokens = at(0);
+  arrays_.positions = at(n_tokens);
+  arrays_.token_rows = at(2 * n_tokens);
+  arrays_.row_first_block = at(3 * n_tokens);
+  arrays_.block_tables = at(3 * n_tokens + n_rows);
+  arrays_.logit_tokens = at(3 * n_tokens + n_rows + step.block_tables.size());
+}
+
+void CudaBackend::embedding(const Tensor& table, Tensor out) {
+  expect_dtype(table, DType::bf16, "embedding table");
+  expect_dtype(out, DType::bf16, "embedding output");
+  expect_shape(out, step_.n_tokens(), table.cols, "embedding output");
+  for (const std::int32_t token : step_.tokens) {
+    if (token < 0 || token >= table.rows) fail_input("token id {} outside the vocabulary 0..{}", token, table.rows - 1);
+  }
+  CUdeviceptr table_ptr = address(table), tokens_ptr = arrays_.tokens, out_ptr = address(out);
+  long long table_stride = table.stride, out_stride = out.stride;
+  int vocab = int(table.rows), cols = int(table.cols);
+  launch(function("embedding", "flare_embedding"), {.grid_x = unsigned(out.rows), .block_x = 256},
+         {&table_ptr, &table_stride, &vocab, &tokens_ptr, &out_ptr, &out_stride, &cols}, "embedding");
+}
+
+void CudaBackend::rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) {
+  expect_dtype(x, DType::bf16, "rms_norm input");
+  expect_dtype(out, DType::bf16, "rms_norm output");
+  expect_dtype(weight, DType::f32, "rms_norm weight");
+  expect_shape(out, x.rows, x.cols, "rms_norm output");
+  if (weight.rows * weight.cols != x.cols) fail(ExitCode::failure, "internal: rms_norm weight width {}", weight.cols);
+  CUdeviceptr x_ptr = address(x), res_ptr = 0, w_ptr = address(weight), out_ptr = address(out);
+  long long x_stride = x.stride, res_stride = 0, out_stride = out.stride;
+  if (residual) {
+    expect_dtype(*residual, DType::bf16, "rms_norm residual");
+    expect_shape(*residual, x.rows, x.cols, "rms_norm residual");
+    res_ptr = address(*residual);
+    res_stride = residual->stride;
+  }
+  int cols = int(x.cols);
+  float eps_v = eps;
+  launch(function("rms_norm", "flare_rms_norm"), {.grid_x = unsigned(x.rows), .block_x = 256},
+         {&x_ptr, &x_stride, &res_ptr, &res_stride, &w_ptr, &eps_v, &out_ptr, &out_stride, &cols}, "rms_norm");
+}
+
+void CudaBackend::head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) {
+  expect_dtype(x, DType::bf16, "head_rms_norm input");
+  expect_dtype(weight, DType::f32, "head_rms_norm weight");
+  if (head_dim < 1 || x.cols % head_dim != 0 || weight.rows * weight.cols != head_dim) {
+    fail(ExitCode::failure, "internal: head_rms_norm width {} by head dim {}", x.cols, head_dim);
+  }
+  CUdeviceptr x_ptr = address(x), w_ptr = address(weight);
+  long long stride = x.stride;
+  int rows = int(x.rows), n_heads = int(x.cols / head_dim);
+  float eps_v = eps;
+  const CUfunction f = function("head_rms_norm", "flare_head_rms_norm", {{"HEAD_DIM", std::to_string(head_dim)}});
+  launch(f, {.grid_x = blocks_for(x.rows * n_heads * 32, 256), .block_x = 256},
+         {&x_ptr, &stride, &rows, &n_heads, &w_ptr, &eps_v}, "head_rms_norm");
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) {
+  expect_dtype(x, DType::bf16, "linear input");
+  expect_dtype(weight, DType::bf16, "linear weight");
+  if (out.dtype != DType::bf16 && out.dtype != DType::f32) expect_dtype(out, DType::bf16, "linear output");
+  if (x.cols != weight.cols || out.cols != weight.rows || out.rows != x.rows) {
+    fail(ExitCode::failure, "internal: linear shapes [{}, {}] x [{}, {}]^T -> [{}, {}]", x.rows, x.cols, weight.rows,
+         weight.cols, out.rows, out.cols);
+  }
+  CUdeviceptr x_ptr = address(x), w_ptr = address(weight), b_ptr = 0, out_ptr = address(out);
+  if (bias) {
+    expect_dtype(*bias, DType::f32, "linear bias");
+    if (bias->rows * bias->cols != weight.rows) fail(ExitCode::failure, "internal: linear bias width {}", bias->cols);
+    b_ptr = address(*bias);
+  }
+  long long x_stride = x.stride, w_stride = weight.stride, out_stride = out.stride;
+  int m = int(x.rows), n = int(weight.rows), k = int(weight.cols);
+  const bool to_f32 = out.dtype == DType::f32;
+  launch(function("linear", to_f32 ? "flare_linear_f32" : "flare_linear_bf16"),
+         {.grid_x = blocks_for(n, 64), .grid_y = blocks_for(m, 64), .block_x = 256},
+         {&x_ptr, &x_stride, &w_ptr, &w_stride, &b_ptr, &out_ptr, &out_stride, &m, &n, &k}, "linear");
+}
+
+void CudaBackend::rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) {
+  expect_dtype(q, DType::bf16, "rotary q");
+  expect_dtype(k, DType::bf16, "rotary k");
+  expect_dtype(rope.inv_freq, DType::f32, "rotary frequencies");
+  const std::int64_t half = rope.inv_freq.cols;
+  if (half < 1 || 2 * half > head_dim) fail(ExitCode::failure, "internal: rotary dim {} > head dim {}", 2 * half, head_dim);
+  if (q.rows != step_.n_tokens() || k.rows != q.rows || q.cols % head_dim != 0 || k.cols % head_dim != 0) {
+    fail(ExitCode::failure, "internal: rotary shapes [{}, {}] and [{}, {}]", q.rows, q.cols, k.rows, k.cols);
+  }
+  if (rope.inv_freq.rows != 1 && rope.inv_freq.rows != step_.n_rows()) {
+    fail(ExitCode::failure, "internal: rotary frequencies for {} rows in a step of {}", rope.inv_freq.rows, step_.n_rows());
+  }
+  CUdeviceptr q_ptr = address(q), k_ptr = address(k), f_ptr = address(rope.inv_freq), p_ptr = arrays_.positions,
+              r_ptr = arrays_.token_rows;
+  long long q_stride = q.stride, k_stride = k.stride, f_stride = rope.inv_freq.stride;
+  int n_q = int(q.cols / head_dim), n_k = int(k.cols / head_dim), f_rows = int(rope.inv_freq.rows);
+  float factor = rope.attention_factor;
+  const CUfunction f = function("rotary", "flare_rotary",
+                                {{"HEAD_DIM", std::to_string(head_dim)}, {"ROTARY_HALF", std::to_string(half)}});
+  launch(f, {.grid_x = unsigned(q.rows), .block_x = 256},
+         {&q_ptr, &q_stride, &n_q, &k_ptr, &k_stride, &n_k, &f_ptr, &f_stride, &f_rows, &factor, &p_ptr, &r_ptr},
+         "rotary");
+}
+
+void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) {
+  const KvCacheLayout& l = cache.layout;
+  if (l.dtype != DType::bf16) fail_usage("the CUDA backend stores KV pages as bf16, not {}", dtype_name(l.dtype));
+  expect_dtype(k, DType::bf16, "kv_store k");
+  expect_dtype(v, DType::bf16, "kv_store v");
+  const std::int64_t width = std::int64_t(l.n_kv_heads) * l.head_dim;
+  expect_shape(k, step_.n_tokens(), width, "kv_store k");
+  expect_shape(v, step_.n_tokens(), width, "kv_store v");
+  if (layer < 0 || layer >= l.n_layers) fail(ExitCode::failure, "internal: kv_store layer {}", layer);
+  CUdeviceptr k_ptr = address(k), v_ptr = address(v), c_ptr = address(cache.storage->data());
+  CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
+              bt_ptr = arrays_.block_tables;
+  long long k_stride = k.stride, v_stride = v.stride;
+  int layer_i = layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
+  const CUfunction f = function("attention", "flare_kv_store", {{"HEAD_DIM", std::to_string(l.head_dim)}});
+  launch(f, {.grid_x = unsigned(k.rows), .block_x = 256},
+         {&k_ptr, &k_stride, &v_ptr, &v_stride, &c_ptr, &layer_i, &n_pages, &page_size, &n_kv, &p_ptr, &r_ptr, &fb_ptr,
+          &bt_ptr},
+         "kv_store");
+}
+
+void CudaBackend::attention(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
+  const KvCacheLayout& l = cache.layout;
+  if (l.dtype != DType::bf16) fail_usage("the CUDA backend reads KV pages as bf16, not {}", dtype_name(l.dtype));
+  if (p.n_kv_heads != l.n_kv_heads || p.head_dim != l.head_dim || p.n_kv_heads < 1 || p.n_heads % p.n_kv_heads != 0 ||
+      p.layer < 0 || p.layer >= l.n_layers) {
+    fail(ExitCode::failure, "internal: attention heads {}/{} x {} layer {} against cache {} x {}", p.n_heads,
+         p.n_kv_heads, p.head_dim, p.layer, l.n_kv_heads, l.head_dim);
+  }
+  expect_dtype(q, DType::bf16, "attention q");
+  expect_dtype(out, DType::bf16, "attention output");
+  const std::int64_t width = std::int64_t(p.n_heads) * p.head_dim;
+  expect_shape(q, step_.n_tokens(), width, "attention q");
+  expect_shape(out, step_.n_tokens(), width, "attention output");
+  CUdeviceptr q_ptr = address(q), out_ptr = address(out), c_ptr = address(cache.storage->data());
+  CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
+              bt_ptr = arrays_.block_tables;
+  long long q_stride = q.stride, out_stride = out.stride;
+  int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
+  int n_tokens = int(q.rows), n_heads = p.n_heads, window = p.sliding_window;
+  float scale = p.scale;
+  const CUfunction f = function("attention", "flare_attention", {{"HEAD_DIM", std::to_string(l.head_dim)}});
+  launch(f, {.grid_x = blocks_for(std::int64_t(n_tokens) * n_heads, 4), .block_x = 128},
+         {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
+          &scale, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},
+         "attention");
+}
+
+void CudaBackend::swiglu(const Tensor& gate_up, Tensor out) {
+  expect_dtype(gate_up, DType::bf16, "swiglu input");
+  expect_dtype(out, DType::bf16, "swiglu output");
+  expect_shape(gate_up, out.rows, 2 * out.cols, "swiglu input");
+  CUdeviceptr gu_ptr = address(gate_up), out_ptr = address(out);
+  long long gu_stride = gate_up.stride, out_stride = out.stride;
+  int inter = int(out.cols);
+  launch(function("swiglu", "flare_swiglu"),
+         {.grid_x = std::min(blocks_for(inter, 256), 64u), .grid_y = unsigned(out.rows), .block_x = 256},
+         {&gu_ptr, &gu_stride, &out_ptr, &out_stride, &inter}, "swiglu");
+}
+
+void CudaBackend::gather_logit_rows(const Tensor& x, Tensor out) {
+  expect_dtype(x, DType::bf16, "gather input");
+  expect_dtype(out, DType::bf16, "gather output");
+  expect_shape(out, n_logit_rows_, x.cols, "gather output");
+  if (x.rows != step_.n_tokens()) fail(ExitCode::failure, "internal: gather from {} rows, step has {}", x.rows, step_.n_tokens());
+  CUdeviceptr x_ptr = address(x), rows_ptr = arrays_.logit_tokens, out_ptr = address(out);
+  long long x_stride = x.stride, out_stride = out.stride;
+  int cols = int(x.cols);
+  launch(function("gather_rows", "flare_gather_rows"), {.grid_x = unsigned(out.rows), .block_x = 256},
+         {&x_ptr, &x_stride, &rows_ptr, &out_ptr, &out_stride, &cols}, "gather_rows");
+}
+
+}  // namespace flare::helios::cuda

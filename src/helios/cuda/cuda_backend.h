@@ -1,0 +1,88 @@
+// The CUDA backend: the backend interface (backend.h) on one NVIDIA GPU through the driver API
+// (driver.h) and NVRTC kernels (src/helios/kernels) compiled for the device's architecture through
+// the on-disk kernel cache. Activations are BF16, weights BF16 (norm weights and biases F32), logits
+// F32, KV pages BF16. Every operation is enqueued on the backend's one stream; download() and
+// synchronize() wait. Written for correctness first: the GEMM and attention kernels are plain.
+//
+// Kernels without shape defines compile at construction; those specialized on the head size
+// (head_rms_norm, rotary, attention) compile on first use for each shape and are kept.
+//
+// Ownership: the backend owns its context binding, stream, modules and step buffers; one engine
+// thread uses it (the constructor makes the device's primary context current on that thread).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "helios/backend.h"
+#include "helios/cuda/driver.h"
+#include "helios/cuda/nvrtc.h"
+#include "helios/kernel_cache.h"
+
+namespace flare::helios::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // Throws flare::Error when the driver, the device or NVRTC is unavailable, or a kernel fails to compile.
+  CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
+              const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root));
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  DType activation_dtype() const override { return DType::bf16; }
+  const DeviceInfo& device() const { return context_.device(); }
+  KernelCache& kernel_cache() { return cache_; }
+
+  std::unique_ptr<Buffer> allocate(std::size_t size_bytes) override;
+  void upload(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) override;
+  void download(const Buffer& src, std::size_t offset_bytes, void* dst, std::size_t size_bytes) override;
+  void synchronize() override;
+  void kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies) override;
+
+  void begin_step(const Step& step, const KvCache& cache) override;
+  void embedding(const Tensor& table, Tensor out) override;
+  void rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) override;
+  void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) override;
+  void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) override;
+  void kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) override;
+  void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) override;
+  void swiglu(const Tensor& gate_up, Tensor out) override;
+  void gather_logit_rows(const Tensor& x, Tensor out) override;
+
+ private:
+  using Defines = std::vector<std::pair<std::string, std::string>>;
+  // The entry point `entry` of kernel source `source` compiled with `defines` (memoized).
+  CUfunction function(const std::string& source, const std::string& entry, const Defines& defines = {});
+  void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name);
+
+  // Device addresses of the step descriptor's int32 arrays (begin_step fills them).
+  struct StepArrays {
+    CUdeviceptr tokens = 0;           // [n_tokens]
+    CUdeviceptr positions = 0;        // [n_tokens]
+    CUdeviceptr token_rows = 0;       // [n_tokens] step row of each token
+    CUdeviceptr row_first_block = 0;  // [n_rows] offset of each row's block table
+    CUdeviceptr block_tables = 0;     // [sum of n_blocks]
+    CUdeviceptr logit_tokens = 0;     // [n_logit_rows] token index of each logits row
+  };
+
+  Context context_;
+  Stream stream_;
+  Nvrtc nvrtc_;
+  KernelCache cache_;
+  std::map<std::string, std::unique_ptr<Module>> modules_;  // by source name + defines
+  std::map<std::string, CUfunction> functions_;             // by module key + entry
+
+  // The current step: host copy (for validation and counts) and its device arrays.
+  Step step_;
+  std::int32_t n_logit_rows_ = 0;
+  std::vector<std::int32_t> step_host_;        // the packed int32 arrays, uploaded from here
+  std::unique_ptr<DeviceMemory> step_device_;  // grows on demand
+  StepArrays arrays_;
+};
+
+}  // namespace flare::helios::cuda
