@@ -26,10 +26,11 @@ MemoryPlan plan_memory(const MemoryDemand& demand, const MemorySupply& supply) {
     shortfall.deductions = {{supply.headroom_bytes, "headroom", ""}};
     if (supply.reserve_bytes > 0) shortfall.deductions.push_back({supply.reserve_bytes, "reserve", ""});
     // Options that each make the plan fit on their own.
-    const std::uint64_t shortfall_bytes = plan.needed_bytes - plan.available_bytes;
-    if (supply.reserve_bytes >= shortfall_bytes)
-      shortfall.options.push_back(
-          fmt::format("[memory] reserve = \"{}G\"", (supply.reserve_bytes - shortfall_bytes) / kGiB));
+    // A smaller reserve fits when free memory minus headroom covers the need.
+    if (supply.reserve_bytes > 0 && supply.free_bytes > supply.headroom_bytes + plan.needed_bytes) {
+      const std::uint64_t largest_reserve = supply.free_bytes - supply.headroom_bytes - plan.needed_bytes;
+      shortfall.options.push_back(fmt::format("[memory] reserve = \"{}G\"", largest_reserve / kGiB));
+    }
     const std::uint64_t per_request = static_cast<std::uint64_t>(demand.min_tokens_per_request) * demand.kv_bytes_per_token;
     const std::uint64_t fixed = demand.weight_bytes + demand.scratch_bytes;
     if (per_request > 0 && plan.available_bytes > fixed) {

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <ctime>
 #include <set>
+#include <random>
+#include <array>
 
 #include <nlohmann/json.hpp>
 
@@ -188,8 +190,13 @@ void PackageBuilder::write(const std::filesystem::path& dest, PackageForm form, 
   manifest_.set_prepared_contract_version(kPreparedContractVersion);
   if (manifest_.created_at().empty()) manifest_.set_created_at(utc_now("%Y-%m-%dT%H:%M:%SZ"));
   if (manifest_.version().empty()) {
+    // Time first (versions sort by export time), then a digest of the payloads and a random salt, so
+    // two exports of identical content within one second still get distinct versions.
     Sha256 hasher;
     for (const auto& payload : manifest_.payloads()) hasher.update(std::as_bytes(std::span(payload.id())));
+    std::random_device random;
+    const std::array<std::uint32_t, 4> salt{random(), random(), random(), random()};
+    hasher.update(std::as_bytes(std::span(salt)));
     auto digest = hasher.finish();
     manifest_.set_version(utc_now("%Y%m%dT%H%M%SZ") + "-" + to_hex(digest).substr(0, 8));
   }
