@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "flare/inspect_view.h"
 #include "flare/package_commands.h"
+#include "flare/package_selection.h"
 #include "package/cache.h"
 #include "package/trust.h"
 
@@ -76,13 +77,12 @@ int run_inspect(const PackageCommandGlobals& globals, const InspectOptions& opti
   if (options.rank && *options.rank < 0) fail_usage("--rank must be 0 or more");
   if (options.tensor_parallel && *options.tensor_parallel < 1) fail_usage("--tensor-parallel must be 1 or more");
   fs::path path = options.target;
-  std::optional<package::FileLock> lease;
+  std::optional<SelectedPackage> selected;  // holds the cache lease while inspecting
   if (!looks_like_path(options.target)) {
     const fs::path root = globals.model_cache ? *globals.model_cache : load_config(globals.config).package_cache();
     package::ModelCache cache(root);
-    auto ref = cache.resolve(options.target);
-    lease = cache.lease(ref);
-    path = cache.entry_path(ref);
+    selected = select_package(options.target, cache);
+    path = selected->path;
   }
   auto package = package::Package::open(path);
   InspectView view;

@@ -102,7 +102,7 @@ void set_sampling(const model::Recipe& recipe, proto::Manifest& manifest) {
   const auto& r = recipe.ranges;
   add_range("temperature", r.temperature_min, r.temperature_max);
   add_range("top_p", r.top_p_min, r.top_p_max);
-  add_range("top_k", 0, r.top_k_max > 0 ? r.top_k_max : 1e9);
+  if (r.top_k_max > 0) add_range("top_k", 0, r.top_k_max);  // no range: any top_k up to the vocabulary
   add_range("min_p", 0, r.min_p_max);
   add_range("repetition_penalty", r.repetition_penalty_min, r.repetition_penalty_max);
 }
