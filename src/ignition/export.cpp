@@ -172,6 +172,11 @@ int run_export(const ExportOptions& options) {
   demand.min_tokens_per_request = static_cast<std::int32_t>(std::min<std::int64_t>(kMinTokensPerRequest, context));
   MemorySupply supply{host_available_bytes(), kGiB, config.memory.reserve_bytes.value_or(0), "CPU memory"};
   const MemoryPlan plan = plan_memory(demand, supply);
+  if (options.verbose)
+    std::fprintf(stderr, "  memory plan: needs %s (weights %s, scratch %s, minimum pages); has %s of %s after headroom and reserve\n",
+                 format_bytes(plan.needed_bytes).c_str(), format_bytes(demand.weight_bytes).c_str(),
+                 format_bytes(demand.scratch_bytes).c_str(), format_bytes(plan.available_bytes).c_str(),
+                 supply.device.c_str());
 
   // Load weights: the prepared layout, one payload per layer.
   proto::Manifest manifest;
@@ -184,7 +189,12 @@ int run_export(const ExportOptions& options) {
       weight_payloads.emplace_back(group.payload_name, pack_group(group, manifest));
       const std::string id = package::sha256_hex(weight_payloads.back().second);
       std::error_code ec;
-      if (fs::exists(cache.root() / "blobs" / (id + ".safetensors"), ec)) ++n_reused;
+      const bool cached = fs::exists(cache.root() / "blobs" / (id + ".safetensors"), ec);
+      if (cached) ++n_reused;
+      if (options.verbose)
+        std::fprintf(stderr, "  %-20s %10s  %zu tensors  sha256 %.16s%s\n", weight_payloads.back().first.c_str(),
+                     format_bytes(weight_payloads.back().second.size()).c_str(), group.tensors.size(), id.c_str(),
+                     cached ? "  (cached)" : "");
       phase.stage.advance(1);
     });
     if (options.no_weights && n_reused != static_cast<std::int32_t>(weight_payloads.size()))
