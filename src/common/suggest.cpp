@@ -5,6 +5,11 @@
 
 namespace flare {
 
+std::string ascii_lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
 // Optimal string alignment distance: Levenshtein plus adjacent transpositions ("rnu" -> "run").
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   auto same = [](char x, char y) {

@@ -8,6 +8,8 @@
 
 namespace flare {
 
+std::string ascii_lower(std::string text);  // for case-insensitive names (aliases, repository ids)
+
 std::size_t edit_distance(std::string_view a, std::string_view b);  // case-insensitive, transpositions count 1
 
 // The closest candidate when it is close enough to be a plausible typo (distance at most a

@@ -10,11 +10,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
-
 bool looks_like_path(const std::string& target) {
   return !target.empty() && (target[0] == '/' || target.rfind("./", 0) == 0 || target.rfind("../", 0) == 0 ||
                              (target.size() > 12 && target.substr(target.size() - 12) == ".safetensors"));
@@ -26,9 +21,9 @@ std::optional<std::string> key_for_name(const package::ModelCache& cache, const 
     if (!info.selected || !info.manifest) continue;
     const auto& model = info.manifest->model();
     auto matches = [&](const auto& names) {
-      return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return lower(n) == lower(name); });
+      return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return ascii_lower(n) == ascii_lower(name); });
     };
-    if (lower(model.canonical_name()) == lower(name) || matches(model.served_names()) || matches(model.aliases()))
+    if (ascii_lower(model.canonical_name()) == ascii_lower(name) || matches(model.served_names()) || matches(model.aliases()))
       return info.ref.model_key;
   }
   return std::nullopt;

@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/gpu.h"
+#include "common/host_memory.h"
 #include "common/sizes.h"
 #include "common/terminal.h"
 #include "engine/engine.h"
@@ -82,16 +83,6 @@ std::uint64_t frontend_bytes(const package::Package& pkg) {
   return total;
 }
 
-std::uint64_t host_memory_field(const char* field) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (in >> name >> kib >> unit)
-    if (name == field) return kib * kKiB;
-  return 0;
-}
-
 struct KvSizing {
   std::int64_t n_pages = 0;
   std::int64_t tokens = 0;
@@ -104,8 +95,8 @@ struct KvSizing {
 KvSizing size_kv_cache(const RunOptions& options, const Config& config, std::uint64_t fixed_bytes,
                        std::uint64_t bytes_per_token, std::int64_t context, std::int64_t concurrency,
                        std::int64_t page_tokens) {
-  const std::uint64_t available = host_memory_field("MemAvailable:");
-  const std::uint64_t total = host_memory_field("MemTotal:");
+  const std::uint64_t available = host_memory_bytes("MemAvailable");
+  const std::uint64_t total = host_memory_bytes("MemTotal");
   std::uint64_t budget = available / 2;
   std::string budget_source = "half of available host memory";
   CapacityTerm supply_term{available, "available", ""};

@@ -7,6 +7,7 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/gpu.h"
+#include "common/host_memory.h"
 #include "common/sizes.h"
 #include "common/terminal.h"
 #include "ignition/config_template.h"
@@ -170,7 +171,7 @@ int run_export(const ExportOptions& options) {
   demand.kv_bytes_per_token = kv_bytes_per_token;
   demand.max_concurrency = static_cast<std::int32_t>(max_concurrency);
   demand.min_tokens_per_request = static_cast<std::int32_t>(std::min<std::int64_t>(kMinTokensPerRequest, context));
-  MemorySupply supply{host_available_bytes(), kGiB, config.memory.reserve_bytes.value_or(0), "CPU memory"};
+  MemorySupply supply{host_memory_bytes("MemAvailable"), kGiB, config.memory.reserve_bytes.value_or(0), "CPU memory"};
   const MemoryPlan plan = plan_memory(demand, supply);
   if (options.verbose)
     std::fprintf(stderr, "  memory plan: needs %s (weights %s, scratch %s, minimum pages); has %s of %s after headroom and reserve\n",

@@ -1,8 +1,5 @@
 #include "ignition/memory_plan.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "common/sizes.h"
 
 namespace flare::ignition {
@@ -44,20 +41,6 @@ MemoryPlan plan_memory(const MemoryDemand& demand, const MemorySupply& supply) {
   plan.kv_budget_bytes = plan.available_bytes - demand.weight_bytes - demand.scratch_bytes;
   plan.kv_tokens = demand.kv_bytes_per_token ? static_cast<std::int64_t>(plan.kv_budget_bytes / demand.kv_bytes_per_token) : 0;
   return plan;
-}
-
-std::uint64_t host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream fields(line.substr(13));
-      std::uint64_t kib = 0;
-      fields >> kib;
-      return kib * kKiB;
-    }
-  }
-  return 0;
 }
 
 }  // namespace flare::ignition

@@ -38,7 +38,4 @@ struct MemoryPlan {
 // Throws flare::Error (capacity) in the spec's form when the demand does not fit.
 MemoryPlan plan_memory(const MemoryDemand& demand, const MemorySupply& supply);
 
-// MemAvailable from /proc/meminfo (0 when unreadable).
-std::uint64_t host_available_bytes();
-
 }  // namespace flare::ignition

@@ -7,16 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/suggest.h"
 
 namespace flare::ignition {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
 
 std::string read_small_file(const fs::path& path, std::size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
@@ -110,7 +106,7 @@ fs::path find_hub_snapshot(const fs::path& hub_cache, const std::string& reposit
   std::vector<fs::path> variants;
   for (const auto& entry : fs::directory_iterator(hub_cache, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name != exact && lower(name) == lower(exact)) variants.push_back(entry.path());
+    if (name != exact && ascii_lower(name) == ascii_lower(exact)) variants.push_back(entry.path());
   }
   std::sort(variants.begin(), variants.end());
   for (const auto& variant : variants)

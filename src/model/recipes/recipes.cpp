@@ -12,11 +12,6 @@
 namespace flare::model {
 namespace {
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
-
 std::vector<Recipe> declare_recipes() {
   std::vector<Recipe> recipes;
 
@@ -99,19 +94,19 @@ const std::vector<Recipe>& all_recipes() {
 }
 
 const Recipe* find_recipe_by_alias(const std::string& alias) {
-  const std::string wanted = lower(alias);
+  const std::string wanted = ascii_lower(alias);
   for (const auto& recipe : all_recipes()) {
-    if (lower(recipe.name) == wanted || lower(recipe.canonical_name) == wanted) return &recipe;
+    if (ascii_lower(recipe.name) == wanted || ascii_lower(recipe.canonical_name) == wanted) return &recipe;
     for (const auto& candidate : recipe.aliases)
-      if (lower(candidate) == wanted) return &recipe;
+      if (ascii_lower(candidate) == wanted) return &recipe;
   }
   return nullptr;
 }
 
 const Recipe* find_recipe_by_repository(const std::string& repository) {
-  const std::string wanted = lower(repository);
+  const std::string wanted = ascii_lower(repository);
   for (const auto& recipe : all_recipes())
-    if (recipe.checkpoint.kind == CheckpointSource::Kind::hub && lower(recipe.checkpoint.repository) == wanted)
+    if (recipe.checkpoint.kind == CheckpointSource::Kind::hub && ascii_lower(recipe.checkpoint.repository) == wanted)
       return &recipe;
   return nullptr;
 }

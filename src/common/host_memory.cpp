@@ -1,0 +1,20 @@
+#include "common/host_memory.h"
+
+#include <fstream>
+#include <string>
+
+namespace flare {
+
+std::uint64_t host_memory_bytes(std::string_view field) {
+  std::ifstream in("/proc/meminfo");
+  std::string name, unit;
+  std::uint64_t kib = 0;
+  while (in >> name >> kib) {
+    if (name.size() == field.size() + 1 && name.back() == ':' && name.compare(0, field.size(), field) == 0)
+      return kib * 1024;
+    std::getline(in, unit);  // the rest of the line ("kB" or nothing)
+  }
+  return 0;
+}
+
+}  // namespace flare
