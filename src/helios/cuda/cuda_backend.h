@@ -36,6 +36,8 @@ class CudaBackend final : public Backend {
   DType activation_dtype() const override { return DType::bf16; }
   const DeviceInfo& device() const { return context_.device(); }
   KernelCache& kernel_cache() { return cache_; }
+  // The stream every operation is enqueued on (benchmarks record CUDA events on it).
+  const Stream& stream() const { return stream_; }
 
   std::unique_ptr<Buffer> allocate(std::size_t size_bytes) override;
   void upload(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) override;

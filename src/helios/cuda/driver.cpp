@@ -62,6 +62,20 @@ LoadResult load_driver() {
   FLARE_CU_RESOLVE(module_unload, cuModuleUnload);
   FLARE_CU_RESOLVE(module_get_function, cuModuleGetFunction);
   FLARE_CU_RESOLVE(launch_kernel, cuLaunchKernel);
+  FLARE_CU_RESOLVE(event_create, cuEventCreate);
+  FLARE_CU_RESOLVE(event_destroy, cuEventDestroy);
+  FLARE_CU_RESOLVE(event_record, cuEventRecord);
+  FLARE_CU_RESOLVE(event_synchronize, cuEventSynchronize);
+  FLARE_CU_RESOLVE(event_elapsed_time, cuEventElapsedTime);
+  FLARE_CU_RESOLVE(stream_begin_capture, cuStreamBeginCapture);
+  FLARE_CU_RESOLVE(stream_end_capture, cuStreamEndCapture);
+  FLARE_CU_RESOLVE(graph_instantiate, cuGraphInstantiate);
+  FLARE_CU_RESOLVE(graph_launch, cuGraphLaunch);
+  FLARE_CU_RESOLVE(graph_get_nodes, cuGraphGetNodes);
+  FLARE_CU_RESOLVE(graph_exec_destroy, cuGraphExecDestroy);
+  FLARE_CU_RESOLVE(graph_destroy, cuGraphDestroy);
+  FLARE_CU_RESOLVE(mem_host_alloc, cuMemHostAlloc);
+  FLARE_CU_RESOLVE(mem_free_host, cuMemFreeHost);
   FLARE_CU_RESOLVE(get_error_name, cuGetErrorName);
   FLARE_CU_RESOLVE(get_error_string, cuGetErrorString);
 #undef FLARE_CU_RESOLVE
