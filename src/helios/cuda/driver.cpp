@@ -67,6 +67,7 @@ LoadResult load_driver() {
   FLARE_CU_RESOLVE(event_record, cuEventRecord);
   FLARE_CU_RESOLVE(event_synchronize, cuEventSynchronize);
   FLARE_CU_RESOLVE(event_elapsed_time, cuEventElapsedTime);
+  FLARE_CU_RESOLVE(stream_is_capturing, cuStreamIsCapturing);
   FLARE_CU_RESOLVE(stream_begin_capture, cuStreamBeginCapture);
   FLARE_CU_RESOLVE(stream_end_capture, cuStreamEndCapture);
   FLARE_CU_RESOLVE(graph_instantiate, cuGraphInstantiate);

@@ -49,6 +49,7 @@ struct Driver {
   decltype(&::cuEventRecord) event_record = nullptr;
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
   decltype(&::cuEventElapsedTime) event_elapsed_time = nullptr;
+  decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;  // GEMM tuning never times inside a capture
   // CUDA graphs of captured steps and the pinned staging of their inputs (graph.h).
   decltype(&::cuStreamBeginCapture) stream_begin_capture = nullptr;
   decltype(&::cuStreamEndCapture) stream_end_capture = nullptr;
