@@ -1,0 +1,154 @@
+#include "bench/bench_options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace flare::bench {
+namespace {
+
+std::int64_t parse_integer(std::string_view text, std::string_view option) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    fail_usage("{}: '{}' is not an integer", option, text);
+  }
+  return value;
+}
+
+std::int32_t parse_count(std::string_view text, std::string_view option, std::int64_t min) {
+  const std::int64_t value = parse_integer(text, option);
+  if (value < min || value > (1 << 24)) fail_usage("{}: {} is outside {}..{}", option, value, min, 1 << 24);
+  return std::int32_t(value);
+}
+
+}  // namespace
+
+std::vector<std::int32_t> parse_positive_list(std::string_view text, std::string_view option) {
+  std::vector<std::int32_t> values;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::int32_t value = parse_count(text.substr(begin, end - begin), option, 1);
+    if (std::find(values.begin(), values.end(), value) != values.end()) fail_usage("{}: {} is listed twice", option, value);
+    values.push_back(value);
+    begin = end + 1;
+  }
+  return values;
+}
+
+std::vector<helios::DType> parse_kv_dtypes(std::string_view text) {
+  std::vector<helios::DType> dtypes;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string_view name = text.substr(begin, end - begin);
+    helios::DType dtype;
+    if (name == "bf16") {
+      dtype = helios::DType::bf16;
+    } else if (name == "fp8" || name == "f8_e4m3") {
+      dtype = helios::DType::f8_e4m3;
+    } else {
+      fail_usage("--kv-dtype: '{}' is not a KV dtype (bf16, fp8)", name);
+    }
+    if (std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end()) fail_usage("--kv-dtype: {} is listed twice", name);
+    dtypes.push_back(dtype);
+    begin = end + 1;
+  }
+  return dtypes;
+}
+
+void bench_options_validate(const BenchOptions& o) {
+  if (o.gpu < 0) fail_usage("--gpus: {} is not a GPU index", o.gpu);
+  if (o.batches.empty()) fail_usage("--batches: at least one batch is needed");
+  if (o.contexts.empty()) fail_usage("--contexts: at least one context length is needed");
+  if (o.kv_dtypes.empty()) fail_usage("--kv-dtype: at least one dtype is needed");
+  if (o.warmup < 0) fail_usage("--warmup: {} is negative", o.warmup);
+  if (o.repetitions < 1) fail_usage("--repetitions: at least one timed run is needed, not {}", o.repetitions);
+  if (o.prefill_tokens < 0) fail_usage("--prefill: {} is negative", o.prefill_tokens);
+  if (o.attention_batch < 1) fail_usage("--attention-batch: {} must be positive", o.attention_batch);
+  if (o.attention_context < 0) fail_usage("--attention-context: {} is negative", o.attention_context);
+}
+
+BenchArgs bench_args_parse(const std::vector<std::string>& args) {
+  BenchArgs a;
+  BenchOptions& o = a.options;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    if (name == "--help" || name == "-h") {
+      a.help = true;
+      continue;
+    }
+    if (name == "--no-breakdown") {
+      o.breakdown = false;
+      continue;
+    }
+    if (name.rfind("--", 0) != 0) fail_usage("unexpected argument '{}'", name);
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    } else {
+      if (i + 1 >= args.size()) fail_usage("{} needs a value", name);
+      value = args[++i];
+    }
+    if (name == "--shape") {
+      a.shape = value;
+    } else if (name == "--buckets" || name == "--batches") {
+      o.batches = parse_positive_list(value, name);
+    } else if (name == "--context" || name == "--contexts") {
+      o.contexts = parse_positive_list(value, name);
+    } else if (name == "--prefill") {
+      o.prefill_tokens = parse_count(value, name, 0);
+    } else if (name == "--kv-dtype") {
+      o.kv_dtypes = parse_kv_dtypes(value);
+    } else if (name == "--attention-batch") {
+      o.attention_batch = parse_count(value, name, 1);
+    } else if (name == "--attention-context") {
+      o.attention_context = parse_count(value, name, 0);
+    } else if (name == "--warmup") {
+      o.warmup = parse_count(value, name, 0);
+    } else if (name == "--repetitions") {
+      o.repetitions = parse_count(value, name, 1);
+    } else if (name == "--gpu") {
+      o.gpu = parse_count(value, name, 0);
+    } else if (name == "--seed") {
+      o.seed = std::uint64_t(parse_integer(value, name));
+    } else if (name == "--json") {
+      o.json_path = value;
+    } else if (name == "--kernel-cache") {
+      o.kernel_cache = value;
+    } else {
+      fail_usage("unknown option {} (see --help)", name);
+    }
+  }
+  bench_options_validate(o);
+  return a;
+}
+
+std::string bench_args_usage() {
+  return "usage: cuda_forward_bench [options]\n"
+         "Measures a dense model's prefill and decode step times on one GPU against the device's\n"
+         "measured copy bandwidth and BF16 GEMM throughput.\n"
+         "  --shape S              llama-3.1-8b | qwen3-8b (random weights), a config.json, or a\n"
+         "                         checkpoint directory (its weights)        [llama-3.1-8b]\n"
+         "  --buckets LIST         decode batch buckets                       [1,2,4,8,16,32,64]\n"
+         "  --context LIST         cached tokens per decode row               [1024]\n"
+         "  --prefill N            prompt tokens of the prefill step (0: skip) [2048]\n"
+         "  --kv-dtype LIST        bf16 | fp8 | bf16,fp8                       [bf16]\n"
+         "  --attention-batch N    decode attention alone: rows               [32]\n"
+         "  --attention-context N  ... of N cached tokens (0: skip)           [8192]\n"
+         "  --warmup N             untimed runs per measurement               [3]\n"
+         "  --repetitions N        timed runs per measurement                 [10]\n"
+         "  --no-breakdown         skip the per-operation table\n"
+         "  --gpu N                device ordinal                             [0]\n"
+         "  --seed N               random weights, KV and tokens              [1]\n"
+         "  --json PATH            also write the report as JSON\n"
+         "  --kernel-cache PATH    compiled kernel cache      [~/.cache/flare/kernels]\n"
+         "Exits 1 with a message when no GPU is usable, 2 on a usage error.\n";
+}
+
+}  // namespace flare::bench

@@ -1,0 +1,49 @@
+// What a GPU benchmark run measures (shared by cuda_forward_bench and `ignition bench`), and the
+// argument parser of the cuda_forward_bench binary. Checks are usage errors (exit 2) that name the
+// option, so a mistyped run fails before a model is built on the device.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "helios/dtype.h"
+
+namespace flare::bench {
+
+struct BenchOptions {
+  int gpu = 0;                                             // device ordinal (CUDA enumeration)
+  std::vector<std::int32_t> batches = {1, 2, 4, 8, 16, 32, 64};  // decode buckets (rows per step)
+  std::vector<std::int32_t> contexts = {1024};             // tokens already cached per decode row
+  std::int32_t prefill_tokens = 2048;                      // one prompt row; 0 skips prefill
+  std::vector<helios::DType> kv_dtypes = {helios::DType::bf16};  // KV page dtypes (bf16, f8_e4m3)
+  std::int32_t attention_batch = 32;                       // decode attention alone: rows ...
+  std::int32_t attention_context = 8192;                   // ... of this many cached tokens; 0 skips
+  std::int32_t warmup = 3;                                 // untimed runs before each measurement
+  std::int32_t repetitions = 10;                           // timed runs (median and quartiles)
+  bool breakdown = true;                                   // per-operation table of one decode step
+  std::uint64_t seed = 1;                                  // random weights, KV and tokens
+  std::optional<std::filesystem::path> json_path;          // --json / --output
+  std::optional<std::filesystem::path> kernel_cache;       // default: [paths].kernel_cache default
+};
+
+// "1,2,4": distinct positive integers (order kept); `option` names the flag in errors.
+std::vector<std::int32_t> parse_positive_list(std::string_view text, std::string_view option);
+// "bf16", "fp8" (f8_e4m3), or a comma list of them.
+std::vector<helios::DType> parse_kv_dtypes(std::string_view text);
+// Range checks shared by both front ends.
+void bench_options_validate(const BenchOptions& options);
+
+// cuda_forward_bench's command line (argv without the program name).
+struct BenchArgs {
+  std::string shape = "llama-3.1-8b";  // --shape
+  BenchOptions options;
+  bool help = false;
+};
+BenchArgs bench_args_parse(const std::vector<std::string>& args);
+std::string bench_args_usage();
+
+}  // namespace flare::bench

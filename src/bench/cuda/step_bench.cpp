@@ -1,0 +1,146 @@
+#include "bench/cuda/step_bench.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "bench/bench_steps.h"
+#include "bench/model_costs.h"
+#include "common/error.h"
+
+namespace flare::bench::cuda {
+namespace {
+
+using helios::DType;
+
+constexpr int k_breakdown_steps = 3;
+
+std::string kv_name(DType dtype) { return dtype == DType::f8_e4m3 ? "fp8" : std::string(helios::dtype_name(dtype)); }
+
+void fill_cache(DeviceFill& fill, const helios::KvCache& cache, std::uint64_t seed) {
+  const std::size_t bytes = cache.layout.size_bytes();
+  if (cache.layout.dtype == DType::f8_e4m3) {
+    fill.f8_e4m3(cache.storage->data(), bytes, seed);
+  } else {
+    fill.bf16(cache.storage->data(), bytes / 2, seed, 1.0f);
+  }
+}
+
+// A failed case leaves queued work behind; wait for it so the next case starts clean.
+std::string failure_text(helios::cuda::CudaBackend& backend, const Error& e) {
+  try {
+    backend.synchronize();
+  } catch (const Error&) {
+  }
+  return e.what();
+}
+
+}  // namespace
+
+PrefillResult StepBench::prefill() {
+  const model::ModelSpec& spec = model.spec();
+  PrefillResult p;
+  p.tokens = options.prefill_tokens;
+  const StepShape shape{1, p.tokens, 0, page_size_tokens};
+  helios::KvCache cache =
+      timing.allocate_kv_cache(model.kv_cache_layout(shape.n_pages(), page_size_tokens, DType::bf16));
+  fill_cache(fill, cache, options.seed + 21);
+  const helios::Step step = uniform_step(shape, spec.vocab_size, options.seed + 22);
+  // A prefill step is long (tens of ms and more): fewer runs give the same precision.
+  p.timing = time_runs(backend().stream(), std::min(options.warmup, 1), std::min(options.repetitions, 5),
+                       [&] { run(step, cache); });
+  p.flops = prefill_flops(spec, p.tokens, 1);
+  p.tflops = p.flops / (p.timing.median_ms * 1e-3) / 1e12;
+  p.ratio_to_gemm = rates.gemm_tflops > 0 ? p.tflops / rates.gemm_tflops : 0;
+  return p;
+}
+
+void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report, bool breakdowns) {
+  const model::ModelSpec& spec = model.spec();
+  const std::int32_t page = page_size_tokens;
+  const std::int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
+  helios::KvCache cache;
+  std::string cache_failure;
+  try {
+    const StepShape largest{max_batch, 1, context, page};
+    cache = timing.allocate_kv_cache(model.kv_cache_layout(largest.n_pages(), page, kv_dtype));
+    fill_cache(fill, cache, options.seed + 31);
+  } catch (const Error& e) {
+    cache_failure = failure_text(backend(), e);
+  }
+  for (const std::int32_t batch : options.batches) {
+    DecodeResult d;
+    d.batch = batch;
+    d.context = context;
+    d.kv_dtype = kv_name(kv_dtype);
+    const helios::Step step = uniform_step({batch, 1, context, page}, spec.vocab_size, options.seed + std::uint64_t(batch));
+    if (!cache_failure.empty()) {
+      d.skipped = cache_failure;
+    } else {
+      try {
+        d.timing = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(step, cache); });
+        d.tokens_per_s = batch / (d.timing.median_ms * 1e-3);
+      } catch (const Error& e) {
+        d.skipped = failure_text(backend(), e);
+      }
+    }
+    report.decode.push_back(d);
+    if (breakdowns && d.skipped.empty() && (batch == 1 || batch == max_batch)) {
+      report.breakdowns.push_back(breakdown(step, cache, context, d.timing.median_ms));
+    }
+  }
+}
+
+Breakdown StepBench::breakdown(const helios::Step& step, helios::KvCache& cache, std::int32_t context, double step_ms) {
+  Breakdown b;
+  b.batch = step.n_rows();
+  b.context = context;
+  b.step_ms = step_ms;
+  timing.set_recording(true);
+  for (int i = 0; i < k_breakdown_steps; ++i) run(step, cache);
+  timing.set_recording(false);
+  b.rows = timing.collect(rates);
+  for (const BreakdownRow& row : b.rows) {
+    b.sum_ms += row.ms;
+    b.bound_ms += row.bound_ms;
+  }
+  return b;
+}
+
+AttentionResult StepBench::attention(DType kv_dtype) {
+  const model::ModelSpec& spec = model.spec();
+  AttentionResult a;
+  a.batch = options.attention_batch;
+  a.context = options.attention_context;
+  a.kv_dtype = kv_name(kv_dtype);
+  try {
+    const StepShape shape{a.batch, 1, a.context - 1, page_size_tokens};  // each row attends `context` positions
+    const helios::KvCacheLayout layout{1, shape.n_pages(), page_size_tokens, spec.n_kv_heads, spec.head_dim, kv_dtype};
+    helios::KvCache cache = backend().allocate_kv_cache(layout);
+    fill_cache(fill, cache, options.seed + 41);
+    auto q_buf = backend().allocate(std::size_t(a.batch) * std::size_t(spec.q_width()) * 2);
+    auto out_buf = backend().allocate(std::size_t(a.batch) * std::size_t(spec.q_width()) * 2);
+    const helios::Tensor q = helios::Tensor::of(*q_buf, DType::bf16, a.batch, spec.q_width());
+    const helios::Tensor out = helios::Tensor::of(*out_buf, DType::bf16, a.batch, spec.q_width());
+    fill.tensor(q, options.seed + 42, 1.0f);
+    const helios::Step step = uniform_step(shape, spec.vocab_size, options.seed + 43);
+    backend().begin_step(step, cache);
+    helios::AttentionParams params;
+    params.layer = 0;
+    params.n_heads = spec.n_heads;
+    params.n_kv_heads = spec.n_kv_heads;
+    params.head_dim = spec.head_dim;
+    params.scale = 1.0f / std::sqrt(float(spec.head_dim));
+    params.sliding_window = spec.sliding_window;
+    a.timing = time_runs(backend().stream(), options.warmup, options.repetitions,
+                         [&] { backend().attention(cache, q, params, out); });
+    const std::int64_t visible = spec.sliding_window > 0 ? std::min(a.context, spec.sliding_window) : a.context;
+    a.kv_bytes = double(a.batch) * double(visible) * kv_bytes_per_token(spec, kv_dtype) / spec.n_layers;
+    a.gbs = a.kv_bytes / (a.timing.median_ms * 1e-3) / 1e9;
+    a.ratio_to_copy = rates.copy_gbs > 0 ? a.gbs / rates.copy_gbs : 0;
+  } catch (const Error& e) {
+    a.skipped = failure_text(backend(), e);
+  }
+  return a;
+}
+
+}  // namespace flare::bench::cuda

@@ -1,0 +1,150 @@
+#include "bench/cuda/timing_backend.h"
+
+#include <algorithm>
+
+namespace flare::bench::cuda {
+namespace {
+
+using helios::Tensor;
+
+double elems(const Tensor& t) { return double(t.rows) * double(t.cols); }
+double esize(const Tensor& t) { return double(helios::dtype_size_bytes(t.dtype)); }
+double bytes_of(const Tensor& t) { return elems(t) * esize(t); }
+
+}  // namespace
+
+void TimingBackend::set_recording(bool on) { recording_ = on; }
+
+void TimingBackend::mark(const std::string& category, double bytes, double flops) {
+  if (!recording_) return;
+  if (events_.size() <= n_events_) events_.emplace_back();
+  events_[n_events_++].record(inner_.stream());
+  event_categories_.push_back(category);
+  if (category.empty()) return;
+  auto [it, inserted] = totals_.try_emplace(category);
+  if (inserted) order_.push_back(category);
+  it->second.n_calls += 1;
+  it->second.bytes += bytes;
+  it->second.flops += flops;
+}
+
+std::vector<BreakdownRow> TimingBackend::collect(const DeviceRates& rates) {
+  inner_.synchronize();
+  for (std::size_t i = 1; i < n_events_; ++i) {
+    if (event_categories_[i].empty()) continue;  // the gap before a step opens is not the step's
+    totals_[event_categories_[i]].ms += elapsed_ms(events_[i - 1], events_[i]);
+  }
+  std::vector<BreakdownRow> rows;
+  const double steps = std::max(n_steps_, 1);
+  for (const std::string& category : order_) {
+    const Totals& t = totals_[category];
+    BreakdownRow row;
+    row.category = category;
+    row.n_calls = std::int32_t(t.n_calls / steps);
+    row.ms = t.ms / steps;
+    row.bytes = t.bytes / steps;
+    row.flops = t.flops / steps;
+    const double memory_ms = rates.copy_gbs > 0 ? row.bytes / (rates.copy_gbs * 1e9) * 1e3 : 0;
+    const double compute_ms = rates.gemm_tflops > 0 ? row.flops / (rates.gemm_tflops * 1e12) * 1e3 : 0;
+    row.bound_ms = std::max(memory_ms, compute_ms);
+    if (row.bound_ms > 0) row.bound_by = memory_ms >= compute_ms ? "memory" : "compute";
+    rows.push_back(row);
+  }
+  n_events_ = 0;
+  n_steps_ = 0;
+  event_categories_.clear();
+  order_.clear();
+  totals_.clear();
+  return rows;
+}
+
+void TimingBackend::upload(helios::Buffer& dst, std::size_t offset, const void* src, std::size_t size) {
+  inner_.upload(dst, offset, src, size);
+  mark("upload", double(size), 0);
+}
+
+void TimingBackend::begin_step(const helios::Step& step, const helios::KvCache& cache) {
+  if (recording_) {
+    ++n_steps_;
+    mark("", 0, 0);  // opens the step
+  }
+  inner_.begin_step(step, cache);
+  step_ = step;
+  const double n_ints = double(3 * step.tokens.size() + step.rows.size() + step.block_tables.size() + step.n_logit_rows());
+  mark("step upload", 4.0 * n_ints, 0);
+}
+
+void TimingBackend::embedding(const Tensor& table, Tensor out) {
+  inner_.embedding(table, out);
+  mark("embedding", 2.0 * bytes_of(out) + 4.0 * double(out.rows), 0);
+}
+
+void TimingBackend::rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) {
+  inner_.rms_norm(x, residual, weight, eps, out);
+  mark("norms", bytes_of(x) + (residual ? 2.0 * bytes_of(*residual) : 0.0) + bytes_of(out) + bytes_of(weight), 0);
+}
+
+void TimingBackend::head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) {
+  inner_.head_rms_norm(x, head_dim, weight, eps);
+  mark("norms", 2.0 * bytes_of(x) + bytes_of(weight), 0);
+}
+
+std::string TimingBackend::linear_category(const Tensor& w) const {
+  const std::int64_t h = spec_.hidden_size, q = spec_.q_width(), kv = spec_.kv_width(), inter = spec_.intermediate_size;
+  if (w.rows == spec_.vocab_size && w.cols == h) return "lm_head";
+  if (w.rows == q + 2 * kv && w.cols == h) return "gemm qkv";
+  if (w.rows == h && w.cols == q) return "gemm o";
+  if (w.rows == 2 * inter && w.cols == h) return "gemm gate_up";
+  if (w.rows == h && w.cols == inter) return "gemm down";
+  return "gemm other";
+}
+
+void TimingBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) {
+  inner_.linear(x, weight, bias, out);
+  const double bytes = bytes_of(x) + bytes_of(weight) + bytes_of(out) + (bias ? bytes_of(*bias) : 0.0);
+  mark(linear_category(weight), bytes, 2.0 * double(x.rows) * double(weight.rows) * double(weight.cols));
+}
+
+void TimingBackend::rotary(Tensor q, Tensor k, std::int32_t head_dim, const helios::RotaryParams& rope) {
+  inner_.rotary(q, k, head_dim, rope);
+  mark("rotary", 2.0 * (bytes_of(q) + bytes_of(k)) + bytes_of(rope.inv_freq), 0);
+}
+
+void TimingBackend::kv_store(helios::KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) {
+  inner_.kv_store(cache, layer, k, v);
+  const double kv_size = double(helios::dtype_size_bytes(cache.layout.dtype));
+  mark("kv store", bytes_of(k) + bytes_of(v) + (elems(k) + elems(v)) * kv_size, 0);
+}
+
+void TimingBackend::attention(const helios::KvCache& cache, const Tensor& q, const helios::AttentionParams& p,
+                              Tensor out) {
+  inner_.attention(cache, q, p, out);
+  // Every row reads its visible K and V once (more for prefill rows would be re-reads); each
+  // token computes QK^T and PV over its own visible positions.
+  const double token_kv_bytes =
+      2.0 * double(p.n_kv_heads) * p.head_dim * double(helios::dtype_size_bytes(cache.layout.dtype));
+  double kv_bytes = 0, flops = 0;
+  for (const helios::StepRow& row : step_.rows) {
+    const std::int64_t end = std::int64_t(row.start_position) + row.n_tokens;
+    const std::int64_t first = p.sliding_window > 0 ? std::max<std::int64_t>(0, row.start_position - p.sliding_window + 1) : 0;
+    kv_bytes += double(end - first) * token_kv_bytes;
+    for (std::int32_t i = 0; i < row.n_tokens; ++i) {
+      const std::int64_t position = std::int64_t(row.start_position) + i;
+      const std::int64_t visible = p.sliding_window > 0 ? std::min<std::int64_t>(position + 1, p.sliding_window) : position + 1;
+      flops += 4.0 * p.n_heads * p.head_dim * double(visible);
+    }
+  }
+  mark("attention", kv_bytes + bytes_of(q) + bytes_of(out), flops);
+}
+
+void TimingBackend::swiglu(const Tensor& gate_up, Tensor out) {
+  inner_.swiglu(gate_up, out);
+  mark("swiglu", bytes_of(gate_up) + bytes_of(out), 0);
+}
+
+void TimingBackend::gather_logit_rows(const Tensor& x, Tensor out) {
+  inner_.gather_logit_rows(x, out);
+  mark("gather", 2.0 * bytes_of(out), 0);
+}
+
+}  // namespace flare::bench::cuda

@@ -1,0 +1,82 @@
+// A Backend that forwards every call to a CUDA backend and, while recording, brackets each
+// operation with CUDA events and counts the bytes it moves and the FLOPs it computes, grouped by
+// category (GEMMs by weight: qkv, o, gate_up, down, lm_head; attention; norms; rotary; ...). The
+// model runs through it unchanged, so the per-operation table times the real forward pass.
+// One event is recorded after each operation (and one at begin_step), so consecutive intervals
+// cover the whole step: an operation's time includes any wait for the host to launch it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/bench_report.h"
+#include "bench/cuda/event_timer.h"
+#include "helios/backend.h"
+#include "helios/cuda/cuda_backend.h"
+#include "model/spec.h"
+
+namespace flare::bench::cuda {
+
+class TimingBackend final : public helios::Backend {
+ public:
+  TimingBackend(helios::cuda::CudaBackend& inner, const model::ModelSpec& spec) : inner_(inner), spec_(spec) {}
+
+  helios::cuda::CudaBackend& inner() { return inner_; }
+  // While on, each operation is timed and counted; steps_recorded() counts begin_step calls.
+  void set_recording(bool on);
+  // Waits for the recorded work and returns per-step rows (totals / recorded steps) with bounds
+  // from the device rates; clears the recording.
+  std::vector<BreakdownRow> collect(const DeviceRates& rates);
+
+  std::string_view name() const override { return inner_.name(); }
+  helios::DType activation_dtype() const override { return inner_.activation_dtype(); }
+  std::unique_ptr<helios::Buffer> allocate(std::size_t size_bytes) override { return inner_.allocate(size_bytes); }
+  void upload(helios::Buffer& dst, std::size_t offset, const void* src, std::size_t size) override;
+  void download(const helios::Buffer& src, std::size_t offset, void* dst, std::size_t size) override {
+    inner_.download(src, offset, dst, size);
+  }
+  void synchronize() override { inner_.synchronize(); }
+  void kv_copy_pages(helios::KvCache& cache, std::span<const helios::PageCopy> copies) override {
+    inner_.kv_copy_pages(cache, copies);
+  }
+  void begin_step(const helios::Step& step, const helios::KvCache& cache) override;
+  void embedding(const helios::Tensor& table, helios::Tensor out) override;
+  void rms_norm(const helios::Tensor& x, helios::Tensor* residual, const helios::Tensor& weight, float eps,
+                helios::Tensor out) override;
+  void head_rms_norm(helios::Tensor x, std::int32_t head_dim, const helios::Tensor& weight, float eps) override;
+  void linear(const helios::Tensor& x, const helios::Tensor& weight, const helios::Tensor* bias,
+              helios::Tensor out) override;
+  void rotary(helios::Tensor q, helios::Tensor k, std::int32_t head_dim, const helios::RotaryParams& rope) override;
+  void kv_store(helios::KvCache& cache, std::int32_t layer, const helios::Tensor& k, const helios::Tensor& v) override;
+  void attention(const helios::KvCache& cache, const helios::Tensor& q, const helios::AttentionParams& params,
+                 helios::Tensor out) override;
+  void swiglu(const helios::Tensor& gate_up, helios::Tensor out) override;
+  void gather_logit_rows(const helios::Tensor& x, helios::Tensor out) override;
+  std::vector<helios::SampledToken> sample(const helios::Tensor& logits,
+                                           std::span<const helios::SampleRequest> requests) override {
+    return inner_.sample(logits, requests);
+  }
+
+ private:
+  struct Totals {
+    std::int32_t n_calls = 0;
+    double bytes = 0, flops = 0, ms = 0;
+  };
+  // Records the event that closes the operation just enqueued, charged to `category`.
+  void mark(const std::string& category, double bytes, double flops);
+  std::string linear_category(const helios::Tensor& weight) const;
+
+  helios::cuda::CudaBackend& inner_;
+  model::ModelSpec spec_;
+  bool recording_ = false;
+  std::int32_t n_steps_ = 0;
+  helios::Step step_;                           // the current step (for attention's bytes)
+  std::vector<Event> events_;                   // a pool, reused across collects
+  std::size_t n_events_ = 0;                    // events recorded since the last collect
+  std::vector<std::string> event_categories_;   // [n_events_] the category each event closes ("" opens a step)
+  std::vector<std::string> order_;              // categories in order of first appearance
+  std::map<std::string, Totals> totals_;
+};
+
+}  // namespace flare::bench::cuda

@@ -1,0 +1,25 @@
+// What a dense decoder step costs in bytes and FLOPs, from the model spec alone: the figures the
+// benchmark divides by measured device rates to get bounds. Counts follow the prepared layout
+// (model.h): BF16 matrices (q/k/v fused, gate/up fused), F32 norm weights and biases.
+#pragma once
+
+#include <cstdint>
+
+#include "helios/dtype.h"
+#include "model/spec.h"
+
+namespace flare::bench {
+
+// Weight bytes a decode step reads once: every layer's matrices, norms and biases, the final norm
+// and the output head. The embedding table is not counted: a step reads only its tokens' rows.
+double decode_weight_bytes(const model::ModelSpec& spec);
+
+// K and V bytes of one cached token over all layers.
+double kv_bytes_per_token(const model::ModelSpec& spec, helios::DType kv_dtype);
+
+// FLOPs of one prefill row of `n_tokens` from position 0 with `n_logits` logits rows: 2 x (layer
+// matrix parameters) x tokens, plus causal attention (QK^T and PV over each token's visible
+// positions: 4 x n_heads x head_dim x n(n+1)/2 per layer), plus the output head for the logits rows.
+double prefill_flops(const model::ModelSpec& spec, std::int64_t n_tokens, std::int64_t n_logits = 1);
+
+}  // namespace flare::bench
