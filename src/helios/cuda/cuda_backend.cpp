@@ -48,6 +48,7 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   function("linear", "flare_linear_bf16");
   function("linear", "flare_linear_f32");
   function("gather_rows", "flare_gather_rows");
+  init_gemm(kernel_cache_dir, cuda_root);
 }
 
 CudaBackend::~CudaBackend() {
@@ -216,6 +217,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
     if (bias->rows * bias->cols != weight.rows) fail(ExitCode::failure, "internal: linear bias width {}", bias->cols);
     b_ptr = address(*bias);
   }
+  if (linear_cublaslt(x, weight, bias, out)) return;
   long long x_stride = x.stride, w_stride = weight.stride, out_stride = out.stride;
   int m = int(x.rows), n = int(weight.rows), k = int(weight.cols);
   const bool to_f32 = out.dtype == DType::f32;

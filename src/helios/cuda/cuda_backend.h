@@ -19,8 +19,11 @@
 #include <vector>
 
 #include "helios/backend.h"
+#include "helios/cuda/cublaslt.h"
 #include "helios/cuda/driver.h"
+#include "helios/cuda/gemm_runner.h"
 #include "helios/cuda/nvrtc.h"
+#include "helios/gemm_tuning.h"
 #include "helios/kernel_cache.h"
 
 namespace flare::helios::cuda {
@@ -38,6 +41,14 @@ class CudaBackend final : public Backend {
   KernelCache& kernel_cache() { return cache_; }
   // The stream every operation is enqueued on (benchmarks record CUDA events on it).
   const Stream& stream() const { return stream_; }
+  // GEMMs (cuda_backend_gemm.cpp): "cublaslt" when cuBLASLt loaded, else "nvrtc" (the plain tiled
+  // kernel, also used for any problem cuBLASLt has no algorithm for).
+  std::string_view gemm_engine_name() const { return gemm_ ? "cublaslt" : "nvrtc"; }
+  // The algorithm table: set effort or frozen here before the first linear(). It starts as the
+  // kernel cache's saved table for this GPU and cuBLASLt version; races update that file.
+  GemmTuning& gemm_tuning() { return gemm_tuning_; }
+  // Replaces the table (settings included), e.g. with a package's frozen table; forgets chosen plans.
+  void install_gemm_tuning(GemmTuning tuning);
 
   std::unique_ptr<Buffer> allocate(std::size_t size_bytes) override;
   void upload(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) override;
@@ -85,6 +96,14 @@ class CudaBackend final : public Backend {
   std::vector<std::int32_t> step_host_;        // the packed int32 arrays, uploaded from here
   std::unique_ptr<DeviceMemory> step_device_;  // grows on demand
   StepArrays arrays_;
+
+  // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.
+  void init_gemm(const std::filesystem::path& kernel_cache_dir, const std::filesystem::path& cuda_root);
+  bool linear_cublaslt(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out);
+  std::unique_ptr<CublasLt> cublaslt_;
+  std::unique_ptr<GemmRunner> gemm_;
+  GemmTuning gemm_tuning_;
+  std::filesystem::path gemm_tuning_file_;  // where races are saved ("" without cuBLASLt)
 };
 
 }  // namespace flare::helios::cuda

@@ -1,0 +1,54 @@
+// The CUDA backend's GEMMs through cuBLASLt (gemm_runner.h), kept apart from cuda_backend.cpp:
+// loading cuBLASLt and the saved tuning table, running linear() on it, and the bias add for output
+// types whose epilogue cannot take an F32 bias. Without cuBLASLt, linear() keeps the NVRTC kernel.
+#include <algorithm>
+
+#include "common/error.h"
+#include "helios/cuda/cuda_backend.h"
+
+namespace flare::helios::cuda {
+
+void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir, const std::filesystem::path& cuda_root) {
+  std::string reason;
+  cublaslt_ = CublasLt::try_load(cuda_root, &reason);
+  if (!cublaslt_) return;  // the NVRTC kernel serves; gemm_engine_name() says so
+  gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_);
+  gemm_tuning_file_ = GemmTuning::file_in(kernel_cache_dir, device().arch(), cublaslt_->version());
+  gemm_tuning_ = GemmTuning::load_file(gemm_tuning_file_);
+}
+
+void CudaBackend::install_gemm_tuning(GemmTuning tuning) {
+  gemm_tuning_ = std::move(tuning);
+  if (gemm_) gemm_->clear_plans();
+}
+
+bool CudaBackend::linear_cublaslt(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
+  if (!gemm_ || x.rows == 0) return false;
+  const GemmOperands op{.x = CUdeviceptr(x.data),
+                        .x_stride = x.stride,
+                        .w = CUdeviceptr(weight.data),
+                        .w_stride = weight.stride,
+                        .bias = bias ? CUdeviceptr(bias->data) : 0,
+                        .out = CUdeviceptr(out.data),
+                        .out_stride = out.stride,
+                        .out_dtype = out.dtype,
+                        .m = x.rows,
+                        .n = weight.rows,
+                        .k = weight.cols};
+  const std::int64_t n_timed_before = gemm_tuning_.n_timed();
+  const GemmResult result = gemm_->run(op, gemm_tuning_);
+  if (gemm_tuning_.n_timed() != n_timed_before && !gemm_tuning_.frozen()) gemm_tuning_.save_file(gemm_tuning_file_);
+  if (result == GemmResult::unsupported) return false;
+  if (result == GemmResult::bias_pending) {
+    const bool to_f32 = out.dtype == DType::f32;
+    CUdeviceptr out_ptr = op.out, bias_ptr = op.bias;
+    long long out_stride = out.stride;
+    int cols = int(out.cols);
+    launch(function("bias_add", to_f32 ? "flare_bias_add_f32" : "flare_bias_add_bf16"),
+           {.grid_x = std::min(unsigned((cols + 255) / 256), 64u), .grid_y = unsigned(out.rows), .block_x = 256},
+           {&out_ptr, &out_stride, &bias_ptr, &cols}, "bias_add");
+  }
+  return true;
+}
+
+}  // namespace flare::helios::cuda

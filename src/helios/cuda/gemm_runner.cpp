@@ -1,0 +1,192 @@
+// cuBLASLt GEMM plans and their algorithm choice (see gemm_runner.h).
+#include "helios/cuda/gemm_runner.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+#include "helios/cuda/gemm_tuner.h"
+
+namespace flare::helios::cuda {
+namespace {
+
+// The alignment cuBLASLt may assume for a matrix: that of its base address and of every row
+// (stride x element size), capped at the 256 bytes the heuristic assumes by default.
+std::uint32_t alignment_bytes(CUdeviceptr address, std::int64_t row_bytes) {
+  std::uint64_t bits = std::uint64_t(address) | std::uint64_t(row_bytes) | 256u;
+  return std::uint32_t(bits & (~bits + 1));  // lowest set bit
+}
+
+cudaDataType_t cuda_type(DType d) { return d == DType::f32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+std::array<std::uint64_t, 8> algo_words(const cublasLtMatmulAlgo_t& algo) {
+  std::array<std::uint64_t, 8> words{};
+  static_assert(sizeof(algo.data) == sizeof(words));
+  std::memcpy(words.data(), algo.data, sizeof words);
+  return words;
+}
+
+cublasLtMatmulAlgo_t algo_of(const std::array<std::uint64_t, 8>& words) {
+  cublasLtMatmulAlgo_t algo;
+  std::memcpy(algo.data, words.data(), sizeof words);
+  return algo;
+}
+
+}  // namespace
+
+// The descriptors of one exact problem and the algorithm it runs.
+struct GemmRunner::Plan {
+  Plan(const CublasLt& lt, const GemmOperands& op)
+      : desc(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+        a(lt, CUDA_R_16BF, std::uint64_t(op.k), std::uint64_t(op.n), op.w_stride),  // w^T: column-major [k, n]
+        b(lt, CUDA_R_16BF, std::uint64_t(op.k), std::uint64_t(op.m), op.x_stride),  // x^T: column-major [k, m]
+        d(lt, cuda_type(op.out_dtype), std::uint64_t(op.n), std::uint64_t(op.m), op.out_stride) {  // out^T [n, m]
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSA, cublasOperation_t(CUBLAS_OP_T));
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSB, cublasOperation_t(CUBLAS_OP_N));
+  }
+
+  // Adds the F32 bias through the epilogue; the bias pointer is set per run.
+  void use_bias_epilogue(CUdeviceptr bias) {
+    desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, cublasLtEpilogue_t(CUBLASLT_EPILOGUE_BIAS));
+    desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, std::int32_t(CUDA_R_32F));
+    set_bias(bias);
+    bias_in_epilogue = true;
+  }
+  void set_bias(CUdeviceptr bias) { desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, reinterpret_cast<const void*>(bias)); }
+
+  MatmulDesc desc;
+  MatrixLayout a, b, d;
+  cublasLtMatmulAlgo_t algo{};
+  bool bias_in_epilogue = false;
+};
+
+namespace {
+
+// Up to n_wanted heuristic candidates that fit the workspace and the operands' alignments.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const CublasLt& lt, const GemmRunner::Plan& p,
+                                                       const GemmOperands& op, int n_wanted) {
+  MatmulPreference pref(lt);
+  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t(k_gemm_workspace_bytes));
+  const std::int64_t out_bytes = std::int64_t(dtype_size_bytes(op.out_dtype));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_bytes(op.w, op.w_stride * 2));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_bytes(op.x, op.x_stride * 2));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_bytes(op.out, op.out_stride * out_bytes));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_bytes(op.out, op.out_stride * out_bytes));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(std::size_t(std::max(n_wanted, 1)));
+  int n_returned = 0;
+  const cublasStatus_t status = lt.api().algo_get_heuristic(lt.handle(), p.desc.get(), p.a.get(), p.b.get(), p.d.get(),
+                                                            p.d.get(), pref.get(), int(results.size()), results.data(),
+                                                            &n_returned);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) n_returned = 0;  // no algorithm for this problem
+  else lt.check(status, "cublasLtMatmulAlgoGetHeuristic");
+  results.resize(std::size_t(std::max(n_returned, 0)));
+  std::erase_if(results, [](const cublasLtMatmulHeuristicResult_t& r) {
+    return r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > k_gemm_workspace_bytes;
+  });
+  return results;
+}
+
+// Whether cuBLASLt accepts `algo` for the plan's problem within the workspace.
+bool algo_fits(const CublasLt& lt, const GemmRunner::Plan& p, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t result{};
+  const cublasStatus_t status =
+      lt.api().algo_check(lt.handle(), p.desc.get(), p.a.get(), p.b.get(), p.d.get(), p.d.get(), &algo, &result);
+  return status == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= k_gemm_workspace_bytes;
+}
+
+cublasStatus_t enqueue(const CublasLt& lt, const GemmRunner::Plan& p, const cublasLtMatmulAlgo_t& algo,
+                       const GemmOperands& op, const DeviceMemory& workspace, const Stream& stream) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto* w = reinterpret_cast<const void*>(op.w);
+  const auto* x = reinterpret_cast<const void*>(op.x);
+  auto* out = reinterpret_cast<void*>(op.out);
+  return lt.api().matmul(lt.handle(), p.desc.get(), &alpha, w, p.a.get(), x, p.b.get(), &beta, out, p.d.get(), out,
+                         p.d.get(), &algo, workspace.data(), workspace.size_bytes(), stream.handle());
+}
+
+}  // namespace
+
+GemmRunner::GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream)
+    : lt_(lt), arch_(std::move(arch)), stream_(stream), workspace_(k_gemm_workspace_bytes) {}
+
+GemmRunner::~GemmRunner() = default;
+
+void GemmRunner::clear_plans() { plans_.clear(); }
+
+GemmRunner::PlanKey GemmRunner::plan_key(const GemmOperands& op) {
+  const std::int64_t out_bytes = std::int64_t(dtype_size_bytes(op.out_dtype));
+  return {op.m,
+          op.n,
+          op.k,
+          op.x_stride,
+          op.w_stride,
+          op.out_stride,
+          op.out_dtype,
+          op.bias != 0,
+          alignment_bytes(op.x, op.x_stride * 2),
+          alignment_bytes(op.w, op.w_stride * 2),
+          alignment_bytes(op.out, op.out_stride * out_bytes),
+          op.bias ? alignment_bytes(op.bias, 0) : 0u};
+}
+
+bool GemmRunner::capturing() const {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(driver().stream_is_capturing(stream_.handle(), &status), "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, GemmTuning& tuning) {
+  auto plan = std::make_unique<Plan>(lt_, op);
+  const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
+  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, op.out_dtype, op.bias != 0, arch_, lt_.version()};
+  const bool may_time = !tuning.frozen() && tuning.effort() != TuneEffort::off && !capturing();
+  const int n_wanted = may_time ? settings.n_candidates : 1;
+
+  // The bias goes through the epilogue when cuBLASLt offers any algorithm for it, else it is left to the caller.
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  if (op.bias) {
+    plan->use_bias_epilogue(op.bias);
+    candidates = heuristic(lt_, *plan, op, n_wanted);
+    if (candidates.empty()) plan = std::make_unique<Plan>(lt_, op);
+  }
+  if (!plan->bias_in_epilogue) candidates = heuristic(lt_, *plan, op, n_wanted);
+  if (candidates.empty()) return nullptr;
+
+  if (const GemmChoice* tuned = tuning.find(key)) {
+    const cublasLtMatmulAlgo_t algo = algo_of(tuned->algo);
+    if (algo_fits(lt_, *plan, algo)) {
+      plan->algo = algo;
+      return plan;
+    }  // e.g. a bucket mate with less aligned operands: fall through to the heuristic
+  }
+  if (!may_time || tuning.find(key)) {
+    plan->algo = candidates[0].algo;
+    return plan;
+  }
+  const auto enqueue_candidate = [&](int i) {
+    return enqueue(lt_, *plan, candidates[std::size_t(i)].algo, op, workspace_, stream_) == CUBLAS_STATUS_SUCCESS;
+  };
+  const RaceResult raced = race(int(candidates.size()), enqueue_candidate, stream_, settings);
+  tuning.count_timed();
+  if (raced.winner < 0) return nullptr;  // none of the heuristic's candidates runs
+  plan->algo = candidates[std::size_t(raced.winner)].algo;
+  tuning.insert(key, {.algo = algo_words(plan->algo),
+                      .time_us = raced.time_us,
+                      .n_candidates = std::uint16_t(candidates.size())});
+  return plan;
+}
+
+GemmResult GemmRunner::run(const GemmOperands& op, GemmTuning& tuning) {
+  if (op.m < 1 || op.n < 1 || op.k < 1) fail(ExitCode::failure, "internal: GEMM [{}, {}, {}]", op.m, op.n, op.k);
+  const PlanKey key = plan_key(op);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) it = plans_.emplace(key, make_plan(op, tuning)).first;
+  Plan* plan = it->second.get();
+  if (!plan) return GemmResult::unsupported;
+  if (plan->bias_in_epilogue) plan->set_bias(op.bias);
+  lt_.check(enqueue(lt_, *plan, plan->algo, op, workspace_, stream_), "cublasLtMatmul");
+  return op.bias && !plan->bias_in_epilogue ? GemmResult::bias_pending : GemmResult::done;
+}
+
+}  // namespace flare::helios::cuda

@@ -1,0 +1,87 @@
+// The CUDA backend's GEMMs through cuBLASLt: out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]), BF16 x and
+// w (rows may be strided), F32 compute, BF16 or F32 out, F32 bias through the BIAS epilogue where
+// cuBLASLt offers it for the output type (else the caller adds it with a small kernel).
+//
+// Row-major operands become column-major without copies: a row-major [r, c] matrix with stride s is
+// a column-major [c, r] matrix with leading dimension s, so cuBLASLt computes out^T[n, m] =
+// op(w)[n, k] x x^T[k, m] with A = w (transposed), B = x, D = out; the bias has D's n rows.
+//
+// Each exact problem (shape, strides, dtypes, pointer alignments) gets a Plan once: descriptors and
+// the algorithm, chosen from the GemmTuning table by its bucketed key, else by timing the heuristic's
+// candidates (GemmTuner, gemm_tuner.h), else the heuristic's first candidate (table frozen, effort
+// off, or the stream is being captured into a graph). Running a plan enqueues one cublasLtMatmul on
+// the stream with the runner's 32 MiB workspace: no host synchronization and no allocation, so
+// it can be captured. Timing does synchronize, so it happens only outside a capture.
+//
+// Ownership: owned by the CudaBackend and used by its engine thread; holds the workspace.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "helios/cuda/cublaslt.h"
+#include "helios/cuda/driver.h"
+#include "helios/dtype.h"
+#include "helios/gemm_tuning.h"
+
+namespace flare::helios::cuda {
+
+inline constexpr std::size_t k_gemm_workspace_bytes = std::size_t(32) << 20;
+
+struct GemmOperands {
+  CUdeviceptr x = 0;             // [m, k] bf16, row stride x_stride
+  std::int64_t x_stride = 0;
+  CUdeviceptr w = 0;             // [n, k] bf16, row stride w_stride
+  std::int64_t w_stride = 0;
+  CUdeviceptr bias = 0;          // [n] f32, or 0
+  CUdeviceptr out = 0;           // [m, n] out_dtype, row stride out_stride
+  std::int64_t out_stride = 0;
+  DType out_dtype = DType::bf16;  // bf16 or f32
+  std::int64_t m = 0, n = 0, k = 0;
+};
+
+enum class GemmResult {
+  done,          // out holds the result (with the bias, if any)
+  bias_pending,  // out holds x @ w^T; the caller must still add the bias
+  unsupported,   // cuBLASLt offers no algorithm for this problem; nothing was enqueued
+};
+
+class GemmRunner {
+ public:
+  GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream);
+  ~GemmRunner();
+  GemmRunner(const GemmRunner&) = delete;
+  GemmRunner& operator=(const GemmRunner&) = delete;
+
+  // Enqueues the GEMM on the stream (see the header comment for how the algorithm is chosen; a race
+  // counts in tuning.n_timed() and inserts its winner into `tuning`).
+  GemmResult run(const GemmOperands& op, GemmTuning& tuning);
+
+  // Forgets every plan, so the next run of each problem consults the tuning table again.
+  void clear_plans();
+  std::size_t n_plans() const { return plans_.size(); }
+  std::uint64_t library_version() const { return lt_.version(); }
+
+  struct Plan;  // gemm_runner.cpp
+
+ private:
+  // Everything that decides a plan: shape, strides, output type, bias, pointer alignments.
+  using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                             DType, bool, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
+  static PlanKey plan_key(const GemmOperands& op);
+  std::unique_ptr<Plan> make_plan(const GemmOperands& op, GemmTuning& tuning);
+  bool capturing() const;
+
+  const CublasLt& lt_;
+  std::string arch_;
+  const Stream& stream_;
+  DeviceMemory workspace_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace flare::helios::cuda

@@ -1,0 +1,244 @@
+// The GEMM tuning table (see gemm_tuning.h): bucketing, the byte format and its file.
+#include "helios/gemm_tuning.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "common/error.h"
+
+namespace flare::helios {
+namespace {
+
+constexpr std::string_view k_magic = "FLGT";
+constexpr std::uint32_t k_format_version = 1;
+constexpr std::size_t k_digest_bytes = 32;
+constexpr std::size_t k_max_arch_bytes = 16;
+constexpr std::int64_t k_max_dim = std::int64_t(1) << 31;  // cuBLASLt dimensions are int32-sized
+// The smallest entry: arch "sm_NN" (5) + length byte + the fixed fields.
+constexpr std::size_t k_fixed_entry_bytes = 1 + 8 + 8 + 8 + 8 + 1 + 1 + 64 + 4 + 2;
+
+std::array<unsigned char, k_digest_bytes> sha256(std::string_view bytes) {
+  std::array<unsigned char, k_digest_bytes> digest{};
+  unsigned int n = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &n, EVP_sha256(), nullptr) != 1 || n != k_digest_bytes) {
+    fail(ExitCode::failure, "SHA-256 unavailable");
+  }
+  return digest;
+}
+
+template <typename T>
+void put(std::string& out, T value) {  // little-endian, fixed width
+  static_assert(std::is_integral_v<T>);
+  using U = std::make_unsigned_t<T>;
+  const U u = U(value);
+  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(char((u >> (8 * i)) & 0xff));
+}
+
+// Reads fixed-width little-endian fields, failing with one message when the bytes run out.
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
+  template <typename T>
+  T get(const char* what) {
+    using U = std::make_unsigned_t<T>;
+    need(sizeof(T), what);
+    U u = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) u |= U(U(static_cast<unsigned char>(bytes_[pos_ + i])) << (8 * i));
+    pos_ += sizeof(T);
+    return T(u);
+  }
+  std::string_view take(std::size_t n, const char* what) {
+    need(n, what);
+    const std::string_view s = bytes_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::size_t remaining() const { return bytes_.size() - pos_; }
+
+ private:
+  void need(std::size_t n, const char* what) const {
+    if (bytes_.size() - pos_ < n) fail_input("GEMM tuning table is truncated (reading {})", what);
+  }
+  std::string_view bytes_;
+  std::size_t pos_ = 0;
+};
+
+bool valid_arch(std::string_view arch) {
+  if (arch.size() < 5 || arch.size() > k_max_arch_bytes || arch.substr(0, 3) != "sm_") return false;
+  for (std::size_t i = 3; i < arch.size(); ++i) {
+    const char c = arch[i];
+    const bool last_suffix = i + 1 == arch.size() && i > 3 && (c == 'a' || c == 'f');
+    if (!(c >= '0' && c <= '9') && !last_suffix) return false;
+  }
+  return true;
+}
+
+std::uint8_t dtype_code(DType d) { return std::uint8_t(d); }
+
+void write_all(int fd, std::string_view bytes, const std::filesystem::path& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(ExitCode::failure, "cannot write GEMM tuning file {}: {}", path.string(), std::strerror(errno));
+    bytes.remove_prefix(std::size_t(n));
+  }
+}
+
+}  // namespace
+
+TuneEffort parse_tune_effort(std::string_view text) {
+  if (text == "off") return TuneEffort::off;
+  if (text == "default") return TuneEffort::normal;
+  if (text == "audit") return TuneEffort::audit;
+  fail_usage("autotune effort must be off, default or audit, not '{}'", text);
+}
+
+std::string_view tune_effort_name(TuneEffort effort) {
+  switch (effort) {
+    case TuneEffort::off: return "off";
+    case TuneEffort::normal: return "default";
+    case TuneEffort::audit: return "audit";
+  }
+  return "?";
+}
+
+std::int64_t GemmTuning::bucket_m(std::int64_t m) {
+  if (m < 1) fail(ExitCode::failure, "internal: GEMM bucket for m = {}", m);
+  if (m <= 64) return std::int64_t(std::bit_ceil(std::uint64_t(m)));
+  return (m + 63) / 64 * 64;
+}
+
+const GemmChoice* GemmTuning::find(const GemmShapeKey& key) const {
+  const auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void GemmTuning::insert(const GemmShapeKey& key, const GemmChoice& choice) { entries_[key] = choice; }
+
+std::string GemmTuning::serialize() const {
+  std::string out(k_magic);
+  put(out, k_format_version);
+  put(out, std::uint32_t(entries_.size()));
+  for (const auto& [key, choice] : entries_) {
+    if (!valid_arch(key.arch)) fail(ExitCode::failure, "internal: GEMM tuning entry for architecture '{}'", key.arch);
+    put(out, std::uint8_t(key.arch.size()));
+    out += key.arch;
+    put(out, key.library_version);
+    put(out, key.m_bucket);
+    put(out, key.n);
+    put(out, key.k);
+    put(out, dtype_code(key.out));
+    put(out, std::uint8_t(key.bias ? 1 : 0));
+    for (const std::uint64_t word : choice.algo) put(out, word);
+    put(out, std::bit_cast<std::uint32_t>(choice.time_us));
+    put(out, choice.n_candidates);
+  }
+  const auto digest = sha256(out);
+  out.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  return out;
+}
+
+GemmTuning GemmTuning::parse(std::string_view bytes) {
+  if (bytes.size() < k_magic.size() + 8 + k_digest_bytes || bytes.substr(0, k_magic.size()) != k_magic) {
+    fail_input("not a GEMM tuning table (bad magic or too short: {} bytes)", bytes.size());
+  }
+  const std::string_view body = bytes.substr(0, bytes.size() - k_digest_bytes);
+  const auto digest = sha256(body);
+  if (std::memcmp(digest.data(), bytes.data() + body.size(), k_digest_bytes) != 0) {
+    fail_input("GEMM tuning table is damaged (checksum mismatch)");
+  }
+  Reader r(body.substr(k_magic.size()));
+  const auto version = r.get<std::uint32_t>("format version");
+  if (version != k_format_version) fail_input("GEMM tuning table has format version {}, expected {}", version, k_format_version);
+  const auto n_entries = r.get<std::uint32_t>("entry count");
+  if (n_entries > r.remaining() / k_fixed_entry_bytes) {
+    fail_input("GEMM tuning table claims {} entries in {} bytes", n_entries, r.remaining());
+  }
+  GemmTuning t;
+  for (std::uint32_t i = 0; i < n_entries; ++i) {
+    GemmShapeKey key;
+    GemmChoice choice;
+    const auto arch_size = r.get<std::uint8_t>("architecture length");
+    key.arch = std::string(r.take(arch_size, "architecture"));
+    if (!valid_arch(key.arch)) fail_input("GEMM tuning entry {} has an invalid architecture", i);
+    key.library_version = r.get<std::uint64_t>("library version");
+    key.m_bucket = r.get<std::int64_t>("m");
+    key.n = r.get<std::int64_t>("n");
+    key.k = r.get<std::int64_t>("k");
+    const auto out = r.get<std::uint8_t>("output dtype");
+    const auto bias = r.get<std::uint8_t>("bias");
+    for (std::uint64_t& word : choice.algo) word = r.get<std::uint64_t>("algorithm");
+    choice.time_us = std::bit_cast<float>(r.get<std::uint32_t>("time"));
+    choice.n_candidates = r.get<std::uint16_t>("candidate count");
+    if (key.m_bucket < 1 || key.m_bucket >= k_max_dim || bucket_m(key.m_bucket) != key.m_bucket || key.n < 1 ||
+        key.n >= k_max_dim || key.k < 1 || key.k >= k_max_dim) {
+      fail_input("GEMM tuning entry {} has an invalid shape m {} n {} k {}", i, key.m_bucket, key.n, key.k);
+    }
+    if (out != dtype_code(DType::bf16) && out != dtype_code(DType::f32)) {
+      fail_input("GEMM tuning entry {} has an invalid output dtype code {}", i, out);
+    }
+    key.out = DType(out);
+    if (bias > 1) fail_input("GEMM tuning entry {} has an invalid bias flag {}", i, bias);
+    key.bias = bias == 1;
+    if (!std::isfinite(choice.time_us) || choice.time_us < 0.0f) fail_input("GEMM tuning entry {} has an invalid time", i);
+    if (t.entries_.contains(key)) fail_input("GEMM tuning entry {} repeats a shape", i);
+    t.entries_.emplace(std::move(key), choice);
+  }
+  if (r.remaining() != 0) fail_input("GEMM tuning table has {} trailing bytes", r.remaining());
+  return t;
+}
+
+std::filesystem::path GemmTuning::file_in(const std::filesystem::path& kernel_cache_dir, std::string_view arch,
+                                          std::uint64_t library_version) {
+  if (!valid_arch(arch)) fail(ExitCode::failure, "internal: GEMM tuning file for architecture '{}'", arch);
+  return kernel_cache_dir / "gemm" / fmt::format("{}-cublaslt-{}.tuning", arch, library_version);
+}
+
+GemmTuning GemmTuning::load_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return {};
+  try {
+    return parse(bytes);
+  } catch (const Error&) {  // a damaged cache file is a miss; the next save rewrites it
+    return {};
+  }
+}
+
+void GemmTuning::save_file(const std::filesystem::path& path) const {
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec) fail(ExitCode::failure, "cannot create GEMM tuning folder {}: {}", path.parent_path().string(), ec.message());
+  static std::atomic<std::uint64_t> sequence{0};
+  const std::filesystem::path tmp =
+      path.string() + fmt::format(".tmp.{}.{}.{}", ::getpid(), sequence++, std::random_device{}());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) fail(ExitCode::failure, "cannot write GEMM tuning file {}: {}", tmp.string(), std::strerror(errno));
+  try {
+    write_all(fd, serialize(), tmp);
+    if (::fsync(fd) != 0) fail(ExitCode::failure, "cannot sync GEMM tuning file {}: {}", tmp.string(), std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(ExitCode::failure, "cannot publish GEMM tuning file {}: {}", path.string(), std::strerror(err));
+  }
+}
+
+}  // namespace flare::helios

@@ -1,0 +1,103 @@
+// The GEMM tuning table: for each GEMM shape the CUDA backend runs, the cuBLASLt algorithm that won a
+// timed race among the candidates cuBLASLt's heuristic proposed (DESIGN.md section 2: preparation
+// tunes, loading does not). The table is plain data with no CUDA dependency, so it can be tested,
+// serialized into a package and parsed back on any machine.
+//
+// Key: (m bucket, n, k, output dtype, bias, architecture, cuBLASLt version). An algorithm is opaque
+// bytes (cublasLtMatmulAlgo_t is 8 x uint64) that only the same cuBLASLt version on the same
+// architecture may reuse, hence both are part of the key.
+//
+// m buckets (bucket_m): decode and small batches (m <= 64) round up to a power of two (1, 2, 4, ...,
+// 64), because the best kernel changes quickly there; larger m rounds up to a multiple of 64, the
+// granularity of cuBLASLt's tiles, so a prefill chunk of 200 tokens shares the choice of 256. A bucket
+// is tuned on the first real m that falls into it; the runner re-checks the algorithm for every
+// exact shape it is used with and asks the heuristic instead when cuBLASLt rejects it.
+//
+// Serialized form (serialize/parse), little-endian: "FLGT", u32 format version, u32 entry count,
+// entries, then SHA-256 of everything before. Entry: u8 arch length, arch ("sm_90"), u64 library
+// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 bias, 8 x u64 algorithm, f32 time (us),
+// u16 candidates raced. parse() rejects anything else with flare::Error (package bytes are untrusted).
+//
+// Ownership: one GemmTuning per backend, used by its engine thread; not thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "helios/dtype.h"
+
+namespace flare::helios {
+
+// --autotune-effort: off takes the heuristic's first algorithm without timing; normal ("default")
+// races the heuristic's top 8; audit races its top 16 with more repetitions.
+enum class TuneEffort : std::uint8_t { off, normal, audit };
+
+TuneEffort parse_tune_effort(std::string_view text);  // "off", "default", "audit"; usage error otherwise
+std::string_view tune_effort_name(TuneEffort effort);
+
+struct GemmShapeKey {
+  std::int64_t m_bucket = 0;  // bucket_m(m)
+  std::int64_t n = 0;         // output columns (weight rows)
+  std::int64_t k = 0;         // reduction length
+  DType out = DType::bf16;    // bf16 activations or f32 logits
+  bool bias = false;
+  std::string arch;                 // "sm_90"
+  std::uint64_t library_version = 0;  // cublasLtGetVersion()
+
+  auto tie() const { return std::tie(m_bucket, n, k, out, bias, arch, library_version); }
+  bool operator<(const GemmShapeKey& o) const { return tie() < o.tie(); }
+  bool operator==(const GemmShapeKey& o) const { return tie() == o.tie(); }
+};
+
+struct GemmChoice {
+  std::array<std::uint64_t, 8> algo{};  // cublasLtMatmulAlgo_t, opaque
+  float time_us = 0.0f;                 // mean time of one GEMM when it won (informational)
+  std::uint16_t n_candidates = 0;       // how many candidates the race had
+};
+
+class GemmTuning {
+ public:
+  // The bucket of m (see the header comment); m >= 1.
+  static std::int64_t bucket_m(std::int64_t m);
+
+  const GemmChoice* find(const GemmShapeKey& key) const;
+  void insert(const GemmShapeKey& key, const GemmChoice& choice);  // replaces an existing entry
+  const std::map<GemmShapeKey, GemmChoice>& entries() const { return entries_; }
+  std::size_t size() const { return entries_.size(); }
+
+  // Frozen: a shape missing from the table takes the heuristic's first algorithm without timing
+  // (flare run loads tuned packages frozen and asserts n_timed() == 0).
+  bool frozen() const { return frozen_; }
+  void set_frozen(bool frozen) { frozen_ = frozen; }
+  TuneEffort effort() const { return effort_; }
+  void set_effort(TuneEffort effort) { effort_ = effort; }
+  // Races run (one per shape tuned); counted by the tuner.
+  std::int64_t n_timed() const { return n_timed_; }
+  void count_timed() { ++n_timed_; }
+
+  // The table's entries as bytes (settings and counters are not part of it).
+  std::string serialize() const;
+  // Throws flare::Error naming what is wrong with `bytes`.
+  static GemmTuning parse(std::string_view bytes);
+
+  // Persistence beside the kernel cache: `path` absent or damaged gives an empty table (a cache
+  // miss, never an error); save() writes atomically (temporary file + rename).
+  static GemmTuning load_file(const std::filesystem::path& path);
+  void save_file(const std::filesystem::path& path) const;
+  // <kernel cache>/gemm/<arch>-cublaslt-<version>.tuning
+  static std::filesystem::path file_in(const std::filesystem::path& kernel_cache_dir, std::string_view arch,
+                                       std::uint64_t library_version);
+
+ private:
+  std::map<GemmShapeKey, GemmChoice> entries_;
+  bool frozen_ = false;
+  TuneEffort effort_ = TuneEffort::normal;
+  std::int64_t n_timed_ = 0;
+};
+
+}  // namespace flare::helios

@@ -1,0 +1,25 @@
+// Bias add after a cuBLASLt GEMM whose epilogue cannot add an F32 bias for this output type:
+// out[r, c] += bias[c], out [rows, cols] bf16 (flare_bias_add_bf16) or f32 (flare_bias_add_f32),
+// bias [cols] f32, F32 math. blockIdx.y is the row; x covers the columns.
+// Defines: FLARE_BLOCK (threads per block, default 256).
+#include <cuda_bf16.h>
+
+#ifndef FLARE_BLOCK
+#define FLARE_BLOCK 256
+#endif
+
+extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)
+flare_bias_add_bf16(__nv_bfloat16* __restrict__ out, long long out_stride,  // [rows, cols]
+                    const float* __restrict__ bias, int cols) {             // [cols]
+  __nv_bfloat16* dst = out + (long long)blockIdx.y * out_stride;
+  for (int c = blockIdx.x * FLARE_BLOCK + threadIdx.x; c < cols; c += gridDim.x * FLARE_BLOCK) {
+    dst[c] = __float2bfloat16(__bfloat162float(dst[c]) + bias[c]);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)
+flare_bias_add_f32(float* __restrict__ out, long long out_stride,  // [rows, cols]
+                   const float* __restrict__ bias, int cols) {     // [cols]
+  float* dst = out + (long long)blockIdx.y * out_stride;
+  for (int c = blockIdx.x * FLARE_BLOCK + threadIdx.x; c < cols; c += gridDim.x * FLARE_BLOCK) dst[c] += bias[c];
+}

@@ -1,0 +1,215 @@
+// The GEMM tuning table without a GPU: m buckets, the byte format's round trip, rejection of hostile
+// bytes (every truncation, every single-bit flip, forged checksums over bad fields), the file beside
+// the kernel cache (atomic save, damaged file = empty table), and effort names.
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "helios/gemm_tuning.h"
+
+namespace flare::helios {
+namespace {
+
+namespace fs = std::filesystem;
+
+GemmShapeKey key(std::int64_t m, std::int64_t n, std::int64_t k, DType out = DType::bf16, bool bias = false,
+                 std::string arch = "sm_90", std::uint64_t version = 130100) {
+  return {GemmTuning::bucket_m(m), n, k, out, bias, std::move(arch), version};
+}
+
+GemmChoice choice(std::uint64_t seed) {
+  GemmChoice c;
+  std::mt19937_64 rng(seed);
+  for (auto& w : c.algo) w = rng();
+  c.time_us = float(seed % 1000) + 0.25f;
+  c.n_candidates = std::uint16_t(seed % 17);
+  return c;
+}
+
+GemmTuning sample_table() {
+  GemmTuning t;
+  t.insert(key(1, 4096, 4096), choice(1));
+  t.insert(key(3, 6144, 4096, DType::bf16, true), choice(2));
+  t.insert(key(200, 28672, 4096), choice(3));
+  t.insert(key(17, 151936, 4096, DType::f32, false, "sm_120a", 120900), choice(4));
+  t.insert(key(64, 100, 72, DType::f32, true, "sm_80"), choice(5));
+  return t;
+}
+
+// The table's bytes with the checksum recomputed, so a test can reach the field checks behind it.
+std::string with_valid_checksum(std::string bytes) {
+  bytes.resize(bytes.size() - 32);
+  unsigned char digest[32];
+  unsigned int n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &n, EVP_sha256(), nullptr);
+  bytes.append(reinterpret_cast<const char*>(digest), 32);
+  return bytes;
+}
+
+std::string parse_error(const std::string& bytes) {
+  try {
+    GemmTuning::parse(bytes);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GemmTuning, BucketsSmallMByPowersOfTwoAndLargeMByMultiplesOf64) {
+  const std::vector<std::pair<std::int64_t, std::int64_t>> cases = {
+      {1, 1}, {2, 2}, {3, 4}, {5, 8}, {17, 32}, {33, 64}, {64, 64}, {65, 128}, {128, 128}, {129, 192}, {200, 256},
+      {2048, 2048}, {2049, 2112}, {4095, 4096}};
+  for (const auto& [m, bucket] : cases) EXPECT_EQ(GemmTuning::bucket_m(m), bucket) << "m = " << m;
+  EXPECT_THROW(GemmTuning::bucket_m(0), Error);
+  for (std::int64_t m = 1; m <= 5000; ++m) {
+    const std::int64_t b = GemmTuning::bucket_m(m);
+    EXPECT_GE(b, m);
+    EXPECT_EQ(GemmTuning::bucket_m(b), b) << "a bucket is its own bucket";
+  }
+}
+
+TEST(GemmTuning, LooksUpTheBucketNotTheExactM) {
+  GemmTuning t = sample_table();
+  EXPECT_NE(t.find(key(1, 4096, 4096)), nullptr);
+  EXPECT_EQ(t.find(key(2, 4096, 4096)), nullptr) << "m 2 is not in m 1's bucket";
+  EXPECT_NE(t.find(key(230, 28672, 4096)), nullptr) << "230 and 200 share bucket 256";
+  EXPECT_EQ(t.find(key(150, 28672, 4096)), nullptr) << "150 is in bucket 192";
+  EXPECT_EQ(t.find(key(200, 28672, 4096, DType::f32)), nullptr) << "output dtype is part of the key";
+  EXPECT_EQ(t.find(key(3, 6144, 4096)), nullptr) << "bias is part of the key";
+  EXPECT_EQ(t.find(key(1, 4096, 4096, DType::bf16, false, "sm_89")), nullptr) << "arch is part of the key";
+  EXPECT_EQ(t.find(key(1, 4096, 4096, DType::bf16, false, "sm_90", 130000)), nullptr) << "version is part of the key";
+}
+
+TEST(GemmTuning, SerializeParseRoundTrip) {
+  const GemmTuning t = sample_table();
+  const std::string bytes = t.serialize();
+  const GemmTuning back = GemmTuning::parse(bytes);
+  ASSERT_EQ(back.size(), t.size());
+  for (const auto& [k, c] : t.entries()) {
+    const GemmChoice* got = back.find(k);
+    ASSERT_NE(got, nullptr) << k.arch << " " << k.m_bucket << "x" << k.n << "x" << k.k;
+    EXPECT_EQ(got->algo, c.algo);
+    EXPECT_EQ(got->time_us, c.time_us);
+    EXPECT_EQ(got->n_candidates, c.n_candidates);
+  }
+  EXPECT_EQ(back.serialize(), bytes) << "serialization is canonical";
+  EXPECT_FALSE(back.frozen());
+  EXPECT_EQ(back.n_timed(), 0);
+  EXPECT_EQ(GemmTuning::parse(GemmTuning().serialize()).size(), 0u) << "an empty table round-trips";
+}
+
+TEST(GemmTuning, RejectsEveryTruncationAndEveryBitFlip) {
+  const std::string bytes = sample_table().serialize();
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THROW(GemmTuning::parse(bytes.substr(0, n)), Error) << "truncated to " << n;
+  }
+  EXPECT_THROW(GemmTuning::parse(bytes + "x"), Error);
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = bytes;
+      flipped[i] = char(flipped[i] ^ (1 << bit));
+      EXPECT_THROW(GemmTuning::parse(flipped), Error) << "byte " << i << " bit " << bit;
+    }
+  }
+  EXPECT_NE(parse_error("garbage").find("not a GEMM tuning table"), std::string::npos);
+  std::string damaged = bytes;
+  damaged[10] ^= 1;
+  EXPECT_NE(parse_error(damaged).find("checksum"), std::string::npos);
+}
+
+TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
+  GemmTuning one;
+  one.insert(key(1, 4096, 4096), choice(7));
+  const std::string bytes = one.serialize();
+  // Offsets in a one-entry table: magic 4, version 4, count 4, arch length 1, "sm_90" 5, library
+  // version 8, m 8, n 8, k 8, out 1, bias 1, algo 64, time 4, candidates 2.
+  const std::size_t entry = 12, arch = entry + 1, m = arch + 5 + 8, n = m + 8, out = n + 16, bias = out + 1,
+                    time = bias + 1 + 64;
+  const auto patched = [&](std::size_t at, std::string_view with) {
+    std::string b = bytes;
+    b.replace(at, with.size(), with);
+    return with_valid_checksum(b);
+  };
+  ASSERT_NO_THROW(GemmTuning::parse(with_valid_checksum(bytes)));
+  EXPECT_NE(parse_error(patched(4, std::string("\x02\0\0\0", 4))).find("format version 2"), std::string::npos);
+  EXPECT_NE(parse_error(patched(8, std::string("\xff\xff\xff\x0f", 4))).find("claims"), std::string::npos);
+  EXPECT_NE(parse_error(patched(8, std::string("\0\0\0\0", 4))).find("trailing"), std::string::npos);
+  EXPECT_NE(parse_error(patched(arch, "xx_90")).find("architecture"), std::string::npos);
+  EXPECT_NE(parse_error(patched(m, std::string("\x03\0\0\0\0\0\0\0", 8))).find("shape"), std::string::npos)
+      << "3 is not a bucket";
+  EXPECT_NE(parse_error(patched(n, std::string(8, '\0'))).find("shape"), std::string::npos);
+  EXPECT_NE(parse_error(patched(out, "\x04")).find("dtype"), std::string::npos);
+  EXPECT_NE(parse_error(patched(bias, "\x02")).find("bias"), std::string::npos);
+  EXPECT_NE(parse_error(patched(time, std::string("\0\0\xc0\x7f", 4))).find("time"), std::string::npos) << "NaN";
+
+  GemmTuning two;
+  two.insert(key(1, 4096, 4096), choice(7));
+  two.insert(key(2, 4096, 4096), choice(8));
+  std::string twice = two.serialize();
+  const std::size_t entry_bytes = (twice.size() - 12 - 32) / 2;
+  twice.replace(12 + entry_bytes + 1 + 5 + 8, 8, std::string("\x01\0\0\0\0\0\0\0", 8));  // second m := 1
+  EXPECT_NE(parse_error(with_valid_checksum(twice)).find("repeats"), std::string::npos);
+}
+
+TEST(GemmTuning, RandomBytesNeverParse) {
+  std::mt19937 rng(12345);
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes(std::size_t(rng() % 400), '\0');
+    for (char& c : bytes) c = char(rng());
+    if (i % 2 == 0 && bytes.size() >= 4) bytes.replace(0, 4, "FLGT");
+    EXPECT_THROW(GemmTuning::parse(bytes), Error);
+  }
+}
+
+class GemmTuningFile : public testing::Test {
+ protected:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_ = fs::temp_directory_path() / ("flare-gemm-tuning-" + std::to_string(::getpid()));
+};
+
+TEST_F(GemmTuningFile, SavesAtomicallyAndLoadsBack) {
+  const fs::path path = GemmTuning::file_in(dir_, "sm_90", 130100);
+  EXPECT_EQ(path, dir_ / "gemm" / "sm_90-cublaslt-130100.tuning");
+  EXPECT_EQ(GemmTuning::load_file(path).size(), 0u) << "no file yet: an empty table";
+  const GemmTuning t = sample_table();
+  t.save_file(path);
+  EXPECT_EQ(GemmTuning::load_file(path).serialize(), t.serialize());
+  std::size_t n_files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(path.parent_path())) ++n_files;
+  EXPECT_EQ(n_files, 1u) << "no temporary file left behind";
+
+  std::string bytes = t.serialize();
+  bytes[20] ^= 0x10;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_EQ(GemmTuning::load_file(path).size(), 0u) << "a damaged file is a miss, not an error";
+  EXPECT_THROW(GemmTuning::file_in(dir_, "../x", 1), Error);
+}
+
+TEST(GemmTuning, EffortNamesMatchTheFlag) {
+  EXPECT_EQ(parse_tune_effort("off"), TuneEffort::off);
+  EXPECT_EQ(parse_tune_effort("default"), TuneEffort::normal);
+  EXPECT_EQ(parse_tune_effort("audit"), TuneEffort::audit);
+  for (TuneEffort e : {TuneEffort::off, TuneEffort::normal, TuneEffort::audit}) {
+    EXPECT_EQ(parse_tune_effort(tune_effort_name(e)), e);
+  }
+  EXPECT_THROW(parse_tune_effort("max"), Error);
+  GemmTuning t;
+  EXPECT_EQ(t.effort(), TuneEffort::normal);
+  EXPECT_FALSE(t.frozen());
+  t.count_timed();
+  EXPECT_EQ(t.n_timed(), 1);
+}
+
+}  // namespace
+}  // namespace flare::helios
