@@ -250,53 +250,7 @@ void CudaBackend::rotary(Tensor q, Tensor k, std::int32_t head_dim, const Rotary
          "rotary");
 }
 
-void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) {
-  const KvCacheLayout& l = cache.layout;
-  if (l.dtype != DType::bf16) fail_usage("the CUDA backend stores KV pages as bf16, not {}", dtype_name(l.dtype));
-  expect_dtype(k, DType::bf16, "kv_store k");
-  expect_dtype(v, DType::bf16, "kv_store v");
-  const std::int64_t width = std::int64_t(l.n_kv_heads) * l.head_dim;
-  expect_shape(k, step_.n_tokens(), width, "kv_store k");
-  expect_shape(v, step_.n_tokens(), width, "kv_store v");
-  if (layer < 0 || layer >= l.n_layers) fail(ExitCode::failure, "internal: kv_store layer {}", layer);
-  CUdeviceptr k_ptr = address(k), v_ptr = address(v), c_ptr = address(cache.storage->data());
-  CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
-              bt_ptr = arrays_.block_tables;
-  long long k_stride = k.stride, v_stride = v.stride;
-  int layer_i = layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
-  const CUfunction f = function("attention", "flare_kv_store", {{"HEAD_DIM", std::to_string(l.head_dim)}});
-  launch(f, {.grid_x = unsigned(k.rows), .block_x = 256},
-         {&k_ptr, &k_stride, &v_ptr, &v_stride, &c_ptr, &layer_i, &n_pages, &page_size, &n_kv, &p_ptr, &r_ptr, &fb_ptr,
-          &bt_ptr},
-         "kv_store");
-}
-
-void CudaBackend::attention(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
-  const KvCacheLayout& l = cache.layout;
-  if (l.dtype != DType::bf16) fail_usage("the CUDA backend reads KV pages as bf16, not {}", dtype_name(l.dtype));
-  if (p.n_kv_heads != l.n_kv_heads || p.head_dim != l.head_dim || p.n_kv_heads < 1 || p.n_heads % p.n_kv_heads != 0 ||
-      p.layer < 0 || p.layer >= l.n_layers) {
-    fail(ExitCode::failure, "internal: attention heads {}/{} x {} layer {} against cache {} x {}", p.n_heads,
-         p.n_kv_heads, p.head_dim, p.layer, l.n_kv_heads, l.head_dim);
-  }
-  expect_dtype(q, DType::bf16, "attention q");
-  expect_dtype(out, DType::bf16, "attention output");
-  const std::int64_t width = std::int64_t(p.n_heads) * p.head_dim;
-  expect_shape(q, step_.n_tokens(), width, "attention q");
-  expect_shape(out, step_.n_tokens(), width, "attention output");
-  CUdeviceptr q_ptr = address(q), out_ptr = address(out), c_ptr = address(cache.storage->data());
-  CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
-              bt_ptr = arrays_.block_tables;
-  long long q_stride = q.stride, out_stride = out.stride;
-  int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
-  int n_tokens = int(q.rows), n_heads = p.n_heads, window = p.sliding_window;
-  float scale = p.scale;
-  const CUfunction f = function("attention", "flare_attention", {{"HEAD_DIM", std::to_string(l.head_dim)}});
-  launch(f, {.grid_x = blocks_for(std::int64_t(n_tokens) * n_heads, 4), .block_x = 128},
-         {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
-          &scale, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},
-         "attention");
-}
+// kv_store and attention: cuda_attention.cpp.
 
 void CudaBackend::swiglu(const Tensor& gate_up, Tensor out) {
   expect_dtype(gate_up, DType::bf16, "swiglu input");

@@ -72,6 +72,10 @@ class CudaBackend final : public Backend {
   // The entry point `entry` of kernel source `source` compiled with `defines` (memoized).
   CUfunction function(const std::string& source, const std::string& entry, const Defines& defines = {});
   void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name);
+  // The attention kernels attention() dispatches to (cuda_attention.cpp).
+  void attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
+  void attention_prefill(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
+  void attention_plain(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
 
   // Device addresses of the step descriptor's int32 arrays (begin_step fills them).
   struct StepArrays {
@@ -96,6 +100,7 @@ class CudaBackend final : public Backend {
   std::vector<std::int32_t> step_host_;        // the packed int32 arrays, uploaded from here
   std::unique_ptr<DeviceMemory> step_device_;  // grows on demand
   StepArrays arrays_;
+  std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode partials, grows on demand
 
   // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.
   void init_gemm(const std::filesystem::path& kernel_cache_dir, const std::filesystem::path& cuda_root);

@@ -1,12 +1,20 @@
-// Paged KV stores and attention, BF16 pages, F32 math.
-// Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][HEAD_DIM] bf16.
+// Paged KV stores (BF16 or FP8 E4M3 pages) and a plain attention kernel (BF16 pages), F32 math.
+// Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][HEAD_DIM].
 // A token's page is block_tables[row_first_block[token_rows[t]] + position / page_size].
-//   flare_kv_store: one block per token copies its k and v heads into its slot.
+//   flare_kv_store: one block per token copies its k and v heads into its slot (with KV_FP8, converted
+//     to e4m3 with saturation to +-448 and round-to-nearest-even, as the CPU backend does).
 //   flare_attention: one warp per (token, query head), online softmax over positions
 //     [first, position] (first = position - window + 1 with a sliding window, else 0), GQA by
 //     n_heads / n_kv_heads. Each lane holds HEAD_DIM / 32 elements of q and of the accumulator.
-// Straightforward, not tuned. Defines: HEAD_DIM (required).
+//     Straightforward, not tuned: the fallback for head sizes attention_decode.cu and
+//     attention_prefill.cu do not cover.
+// Defines: HEAD_DIM (required), KV_FP8 (1: flare_kv_store writes e4m3 pages, default 0).
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#ifndef KV_FP8
+#define KV_FP8 0
+#endif
 
 #ifndef HEAD_DIM
 #error "attention needs HEAD_DIM"
@@ -26,19 +34,29 @@ __device__ __forceinline__ long long flare_slot_offset(const int* __restrict__ b
 extern "C" __global__ void __launch_bounds__(256)
 flare_kv_store(const __nv_bfloat16* __restrict__ k, long long k_stride,  // [n_tokens, n_kv_heads * HEAD_DIM]
                const __nv_bfloat16* __restrict__ v, long long v_stride,
-               __nv_bfloat16* __restrict__ cache, int layer, int n_pages, int page_size, int n_kv_heads,
+#if KV_FP8
+               __nv_fp8_storage_t* __restrict__ cache,
+#else
+               __nv_bfloat16* __restrict__ cache,
+#endif
+               int layer, int n_pages, int page_size, int n_kv_heads,
                const int* __restrict__ positions, const int* __restrict__ token_rows,
                const int* __restrict__ row_first_block, const int* __restrict__ block_tables) {
   const long long t = blockIdx.x;
   const long long page_elems = 2LL * page_size * n_kv_heads * HEAD_DIM;
   const long long half_elems = (long long)page_size * n_kv_heads * HEAD_DIM;
   const int* blocks = block_tables + row_first_block[token_rows[t]];
-  __nv_bfloat16* base = cache + (long long)layer * n_pages * page_elems +
-                        flare_slot_offset(blocks, positions[t], page_size, n_kv_heads, 0, page_elems);
+  auto* base = cache + (long long)layer * n_pages * page_elems +
+               flare_slot_offset(blocks, positions[t], page_size, n_kv_heads, 0, page_elems);
   const int width = n_kv_heads * HEAD_DIM;  // heads of one slot are contiguous
   for (int c = threadIdx.x; c < width; c += 256) {
+#if KV_FP8
+    base[c] = __nv_cvt_float_to_fp8(__bfloat162float(k[t * k_stride + c]), __NV_SATFINITE, __NV_E4M3);
+    base[half_elems + c] = __nv_cvt_float_to_fp8(__bfloat162float(v[t * v_stride + c]), __NV_SATFINITE, __NV_E4M3);
+#else
     base[c] = k[t * k_stride + c];
     base[half_elems + c] = v[t * v_stride + c];
+#endif
   }
 }
 

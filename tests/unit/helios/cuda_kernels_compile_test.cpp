@@ -48,8 +48,9 @@ TEST(CudaKernels, EmbeddedSourcesAreComplete) {
     EXPECT_NE(k.source.find("extern \"C\" __global__"), std::string_view::npos) << k.name;
     EXPECT_NE(k.source.find("flare_" + std::string(k.name)), std::string_view::npos) << k.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"attention", "bias_add", "embedding", "fill_random", "gather_rows",
-                                            "head_rms_norm", "linear", "rms_norm", "rotary", "swiglu"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"attention", "attention_decode", "attention_prefill", "bias_add",
+                                            "embedding", "fill_random", "gather_rows", "head_rms_norm", "linear",
+                                            "rms_norm", "rotary", "swiglu"}));
   EXPECT_EQ(embedded_kernel("rotary").name, "rotary");
   EXPECT_THROW(embedded_kernel("no_such_kernel"), Error);
 }

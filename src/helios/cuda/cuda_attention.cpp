@@ -1,0 +1,198 @@
+// The CUDA backend's KV stores and attention launches (see cuda_backend.h), BF16 or FP8 E4M3 pages.
+// attention() picks a kernel per step:
+//   - a pure decode step (every row computes one token): split-KV decode (attention_decode.cu), one
+//     CTA per (row, kv head, split) serving the GQA group, then a log-sum-exp merge of the splits;
+//   - any other step: the tensor-core flash kernel (attention_prefill.cu) for every token;
+//   - head sizes those two do not cover: the plain warp-per-head kernel (attention.cu, BF16 only).
+// The decode grid depends only on the row count, the heads and host-known caps (SM count, cache
+// capacity, window), never on positions, so a captured decode step replays for any lengths. Its
+// split partials live in one scratch buffer the backend keeps (grown, never shrunk).
+#include <algorithm>
+
+#include "common/error.h"
+#include "helios/cuda/cuda_backend.h"
+
+namespace flare::helios::cuda {
+namespace {
+
+constexpr float k_log2e = 1.4426950408889634f;
+constexpr int k_max_decode_splits = 64;
+constexpr int k_min_keys_per_split = 256;         // fewer keys than this per split is all launch overhead
+constexpr int k_decode_ctas_per_sm = 4;           // the decode grid aims at this many CTAs per SM
+constexpr int k_max_decode_heads_per_cta = 8;     // GROUP of attention_decode.cu
+// The decode scratch is first sized for this many rows, so that graphs captured after the first
+// decode step (up to that batch) never see it move.
+constexpr std::int64_t k_scratch_rows = 1024;
+constexpr int k_prefill_block_tokens = 64;        // query tokens per CTA of attention_prefill.cu
+
+CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+void expect_bf16(const Tensor& t, const char* what) {
+  if (t.dtype != DType::bf16) {
+    fail(ExitCode::failure, "internal: cuda {} expects bf16 but got {}", what, dtype_name(t.dtype));
+  }
+}
+
+void expect_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what) {
+  if (t.rows != rows || t.cols != cols) {
+    fail(ExitCode::failure, "internal: cuda {} is [{}, {}], expected [{}, {}]", what, t.rows, t.cols, rows, cols);
+  }
+}
+
+bool fast_kernels_cover(std::int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
+std::string kv_fp8_define(const KvCacheLayout& l) { return l.dtype == DType::f8_e4m3 ? "1" : "0"; }
+
+// Query heads per decode CTA: the largest divisor of the GQA group that fits the kernel's registers.
+int decode_heads_per_cta(int group_size) {
+  for (int g = std::min(group_size, k_max_decode_heads_per_cta); g > 1; --g) {
+    if (group_size % g == 0) return g;
+  }
+  return 1;
+}
+
+// Splits per (row, kv head): enough CTAs to fill the GPU, no more than the longest possible context
+// (the cache's capacity or the window) can feed. Depends on no position, so graphs may capture it.
+int decode_splits(std::int64_t n_ctas, int n_sms, std::int64_t max_keys) {
+  const std::int64_t wanted = (std::int64_t(k_decode_ctas_per_sm) * n_sms + n_ctas - 1) / n_ctas;
+  const std::int64_t useful = (max_keys + k_min_keys_per_split - 1) / k_min_keys_per_split;
+  return int(std::clamp<std::int64_t>(std::min(wanted, useful), 1, k_max_decode_splits));
+}
+
+}  // namespace
+
+void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) {
+  const KvCacheLayout& l = cache.layout;
+  if (l.dtype != DType::bf16 && l.dtype != DType::f8_e4m3) {
+    fail_usage("the CUDA backend stores KV pages as bf16 or f8_e4m3, not {}", dtype_name(l.dtype));
+  }
+  expect_bf16(k, "kv_store k");
+  expect_bf16(v, "kv_store v");
+  const std::int64_t width = std::int64_t(l.n_kv_heads) * l.head_dim;
+  expect_shape(k, step_.n_tokens(), width, "kv_store k");
+  expect_shape(v, step_.n_tokens(), width, "kv_store v");
+  if (layer < 0 || layer >= l.n_layers) fail(ExitCode::failure, "internal: kv_store layer {}", layer);
+  CUdeviceptr k_ptr = address(k.data), v_ptr = address(v.data), c_ptr = address(cache.storage->data());
+  CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
+              bt_ptr = arrays_.block_tables;
+  long long k_stride = k.stride, v_stride = v.stride;
+  int layer_i = layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
+  const CUfunction f = function("attention", "flare_kv_store",
+                                {{"HEAD_DIM", std::to_string(l.head_dim)}, {"KV_FP8", kv_fp8_define(l)}});
+  launch(f, {.grid_x = unsigned(k.rows), .block_x = 256},
+         {&k_ptr, &k_stride, &v_ptr, &v_stride, &c_ptr, &layer_i, &n_pages, &page_size, &n_kv, &p_ptr, &r_ptr, &fb_ptr,
+          &bt_ptr},
+         "kv_store");
+}
+
+void CudaBackend::attention(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
+  const KvCacheLayout& l = cache.layout;
+  if (l.dtype != DType::bf16 && l.dtype != DType::f8_e4m3) {
+    fail_usage("the CUDA backend reads KV pages as bf16 or f8_e4m3, not {}", dtype_name(l.dtype));
+  }
+  if (p.n_kv_heads != l.n_kv_heads || p.head_dim != l.head_dim || p.n_kv_heads < 1 || p.n_heads % p.n_kv_heads != 0 ||
+      p.layer < 0 || p.layer >= l.n_layers) {
+    fail(ExitCode::failure, "internal: attention heads {}/{} x {} layer {} against cache {} x {}", p.n_heads,
+         p.n_kv_heads, p.head_dim, p.layer, l.n_kv_heads, l.head_dim);
+  }
+  expect_bf16(q, "attention q");
+  expect_bf16(out, "attention output");
+  const std::int64_t width = std::int64_t(p.n_heads) * p.head_dim;
+  expect_shape(q, step_.n_tokens(), width, "attention q");
+  expect_shape(out, step_.n_tokens(), width, "attention output");
+  if (step_.n_tokens() == 0) return;
+  if (!fast_kernels_cover(p.head_dim)) {
+    if (l.dtype != DType::bf16) fail_usage("f8_e4m3 KV pages need head size 64 or 128, not {}", p.head_dim);
+    return attention_plain(cache, q, p, out);
+  }
+  if (step_.n_tokens() == step_.n_rows()) return attention_decode(cache, q, p, out);  // one token per row
+  attention_prefill(cache, q, p, out);
+}
+
+void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
+  const KvCacheLayout& l = cache.layout;
+  const int group_size = p.n_heads / p.n_kv_heads;
+  const int heads_per_cta = decode_heads_per_cta(group_size);
+  const int n_rows = step_.n_rows();
+  const std::int64_t n_ctas = std::int64_t(n_rows) * p.n_kv_heads * (group_size / heads_per_cta);
+  std::int64_t max_keys = std::int64_t(l.n_pages) * l.page_size_tokens;
+  if (p.sliding_window > 0) max_keys = std::min<std::int64_t>(max_keys, p.sliding_window);
+  int n_splits = decode_splits(n_ctas, device().n_multiprocessors, max_keys);
+
+  // Partials: acc [n_rows][n_heads][n_splits][head_dim] f32, then ml [n_rows][n_heads][n_splits] float2.
+  const std::size_t n_slots = std::size_t(n_rows) * std::size_t(p.n_heads) * std::size_t(n_splits);
+  const std::size_t acc_bytes = n_slots * std::size_t(p.head_dim) * 4;
+  if (n_splits > 1 && (!attention_scratch_ || attention_scratch_->size_bytes() < acc_bytes + n_slots * 8)) {
+    // rows x splits <= rows + (CTAs per SM x SMs) for any row count (decode_splits).
+    const std::size_t max_slots = std::size_t(std::max<std::int64_t>(n_rows, k_scratch_rows) +
+                                              std::int64_t(k_decode_ctas_per_sm) * device().n_multiprocessors) *
+                                  std::size_t(p.n_heads);
+    stream_.synchronize();  // queued kernels may still use the old buffer
+    attention_scratch_ = std::make_unique<DeviceMemory>(std::max(n_slots, max_slots) * (std::size_t(p.head_dim) * 4 + 8));
+  }
+  CUdeviceptr acc_ptr = n_splits > 1 ? attention_scratch_->address() : 0;
+  CUdeviceptr ml_ptr = n_splits > 1 ? acc_ptr + acc_bytes : 0;
+  CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
+  CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = arrays_.block_tables;
+  long long q_stride = q.stride, out_stride = out.stride;
+  int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads, n_heads = p.n_heads;
+  int window = p.sliding_window;
+  float scale_log2 = p.scale * k_log2e;
+  const Defines defines = {{"HEAD_DIM", std::to_string(p.head_dim)},
+                           {"GROUP", std::to_string(heads_per_cta)},
+                           {"KV_FP8", kv_fp8_define(l)}};
+  launch(function("attention_decode", "flare_attention_decode", defines),
+         {.grid_x = unsigned(n_splits),
+          .grid_y = unsigned(p.n_kv_heads * (group_size / heads_per_cta)),
+          .grid_z = unsigned(n_rows),
+          .block_x = 128},
+         {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &page_size, &n_kv,
+          &n_heads, &scale_log2, &window, &n_splits, &p_ptr, &fb_ptr, &bt_ptr},
+         "attention_decode");
+  if (n_splits == 1) return;  // the decode kernel wrote `out`
+  launch(function("attention_decode", "flare_attention_decode_merge", defines),
+         {.grid_x = unsigned(n_rows), .grid_y = unsigned(p.n_heads), .block_x = unsigned(p.head_dim)},
+         {&acc_ptr, &ml_ptr, &out_ptr, &out_stride, &n_heads, &n_splits}, "attention_decode_merge");
+}
+
+void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
+  const KvCacheLayout& l = cache.layout;
+  std::int32_t max_row_tokens = 0;
+  for (const StepRow& row : step_.rows) max_row_tokens = std::max(max_row_tokens, row.n_tokens);
+  CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
+  CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
+              bt_ptr = arrays_.block_tables;
+  long long q_stride = q.stride, out_stride = out.stride;
+  int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
+  int n_tokens = int(q.rows), n_heads = p.n_heads, window = p.sliding_window;
+  float scale_log2 = p.scale * k_log2e;
+  const CUfunction f = function("attention_prefill", "flare_attention_prefill",
+                                {{"HEAD_DIM", std::to_string(p.head_dim)}, {"KV_FP8", kv_fp8_define(l)}});
+  launch(f,
+         {.grid_x = unsigned((max_row_tokens + k_prefill_block_tokens - 1) / k_prefill_block_tokens),
+          .grid_y = unsigned(n_heads),
+          .grid_z = unsigned(step_.n_rows()),
+          .block_x = 128},
+         {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
+          &scale_log2, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},
+         "attention_prefill");
+}
+
+void CudaBackend::attention_plain(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
+  const KvCacheLayout& l = cache.layout;
+  CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
+  CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
+              bt_ptr = arrays_.block_tables;
+  long long q_stride = q.stride, out_stride = out.stride;
+  int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
+  int n_tokens = int(q.rows), n_heads = p.n_heads, window = p.sliding_window;
+  float scale = p.scale;
+  const std::int64_t n_warps = std::int64_t(n_tokens) * n_heads;
+  const CUfunction f = function("attention", "flare_attention", {{"HEAD_DIM", std::to_string(l.head_dim)}});
+  launch(f, {.grid_x = unsigned((n_warps + 3) / 4), .block_x = 128},
+         {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
+          &scale, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},
+         "attention");
+}
+
+}  // namespace flare::helios::cuda

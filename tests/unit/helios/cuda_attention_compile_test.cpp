@@ -1,0 +1,98 @@
+// NVRTC compiles the attention kernels with every define set CudaBackend requests (head size, query
+// heads per decode CTA, BF16 or FP8 pages) for each architecture the backend targets, and rejects
+// shapes they do not cover with a message naming the limit. Needs NVRTC, no GPU.
+#ifdef FLARE_HAVE_CUDA
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "helios/cuda/kernel_sources.h"
+#include "helios/cuda/nvrtc.h"
+
+namespace flare::helios::cuda {
+namespace {
+
+const Nvrtc* nvrtc_or_null(std::string* reason) {
+  static std::string why;
+  static const std::unique_ptr<Nvrtc> nvrtc = Nvrtc::try_load(k_default_cuda_root, &why);
+  *reason = why;
+  return nvrtc.get();
+}
+
+#define FLARE_NEED_NVRTC(var)                      \
+  std::string nvrtc_reason;                        \
+  const Nvrtc* var = nvrtc_or_null(&nvrtc_reason); \
+  if (!var) GTEST_SKIP() << "NVRTC unavailable: " << nvrtc_reason
+
+using Defines = std::vector<std::pair<std::string, std::string>>;
+
+void expect_compiles(const Nvrtc& nvrtc, const std::string& arch, const char* source, const char* entry,
+                     const Defines& defines) {
+  CompileOptions o;
+  o.arch = arch;
+  o.defines = defines;
+  std::string label = std::string(source) + " " + arch;
+  for (const auto& [name, value] : defines) label += " " + name + "=" + value;
+  try {
+    const std::string cubin = nvrtc.compile(embedded_kernel(source), o);
+    EXPECT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << label;
+    EXPECT_NE(cubin.find(entry), std::string::npos) << entry << " missing in " << label;
+  } catch (const Error& e) {
+    ADD_FAILURE() << label << ": " << e.what();
+  }
+}
+
+class CudaAttentionKernels : public testing::TestWithParam<std::string> {};
+
+TEST_P(CudaAttentionKernels, EveryDefineSetCompiles) {
+  FLARE_NEED_NVRTC(nvrtc);
+  const std::string arch = GetParam();
+  for (const char* fp8 : {"0", "1"}) {
+    for (const char* head_dim : {"64", "128"}) {
+      expect_compiles(*nvrtc, arch, "attention", "flare_kv_store", {{"HEAD_DIM", head_dim}, {"KV_FP8", fp8}});
+      expect_compiles(*nvrtc, arch, "attention_prefill", "flare_attention_prefill",
+                      {{"HEAD_DIM", head_dim}, {"KV_FP8", fp8}});
+      // GROUP: the query heads per decode CTA, the largest divisor <= 8 of the GQA group.
+      for (const char* group : {"1", "4", "8"}) {  // 1..4 and 5..8 differ in unrolling only
+        expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode_merge",
+                        {{"HEAD_DIM", head_dim}, {"GROUP", group}, {"KV_FP8", fp8}});
+      }
+    }
+  }
+  expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
+                  {{"HEAD_DIM", "128"}, {"GROUP", "7"}, {"KV_FP8", "1"}});
+  expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
+                  {{"HEAD_DIM", "256"}, {"GROUP", "8"}, {"KV_FP8", "1"}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, CudaAttentionKernels, testing::Values("sm_80", "sm_89", "sm_90", "sm_120"));
+
+TEST(CudaAttentionKernels, UncoveredShapesFailWithTheirLimit) {
+  FLARE_NEED_NVRTC(nvrtc);
+  const auto error_of = [&](const char* source, const Defines& defines) -> std::string {
+    CompileOptions o;
+    o.arch = "sm_90";
+    o.defines = defines;
+    try {
+      nvrtc->compile(embedded_kernel(source), o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "compiled";
+  };
+  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "80"}}).find("supports HEAD_DIM 64, 128 and 256"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "128"}, {"GROUP", "9"}}).find("1..8 query heads"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention_prefill", {{"HEAD_DIM", "256"}}).find("supports HEAD_DIM 64 and 128"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention_prefill", {}).find("attention_prefill needs HEAD_DIM"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flare::helios::cuda
+
+#endif  // FLARE_HAVE_CUDA
