@@ -3,6 +3,7 @@
 #include "ignition/commands.h"
 
 #include "common/cli.h"
+#include "ignition/bench_command.h"
 #include "ignition/convert_command.h"
 #include "ignition/export.h"
 #include "ignition/signing_commands.h"
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   ExportOptions export_options;
   add_export_command(*app, export_options);
   add_convert_command(*app);
+  add_bench_command(*app);
   add_signing_commands(*app);
   return run_cli(*app, argc, argv);
 }

@@ -1,0 +1,91 @@
+#include "ignition/bench_command.h"
+
+#include <cstdio>
+
+#include "bench/gpu_bench.h"
+#include "common/cli.h"
+#include "common/error.h"
+#include "common/sizes.h"
+#include "ignition/export.h"
+#include "ignition/resolve.h"
+#include "model/recipes/recipe.h"
+
+namespace flare::ignition {
+
+bench::BenchOptions bench_options_from(const BenchCommandOptions& options) {
+  bench::BenchOptions o = options.bench;
+  if (options.gpus) {
+    const std::vector<int> gpus = parse_gpu_list(*options.gpus);
+    if (gpus.size() != 1) fail_usage("--gpus names {} GPUs; the benchmark runs on one GPU", gpus.size());
+    o.gpu = gpus.front();
+  }
+  if (options.batches) o.batches = bench::parse_positive_list(*options.batches, "--batches");
+  if (options.contexts) o.contexts = bench::parse_positive_list(*options.contexts, "--contexts");
+  if (options.kv_dtype) o.kv_dtypes = bench::parse_kv_dtypes(*options.kv_dtype);
+  bench::bench_options_validate(o);
+  return o;
+}
+
+bench::BenchModel resolve_bench_model(const std::string& selector, const Config& config) {
+  const model::Recipe* alias_recipe = model::find_recipe_by_alias(selector);
+  ResolvedModel resolved;
+  try {
+    resolved = resolve_model(selector, config, assets_directory());
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::fetch || !alias_recipe) throw;
+    const bench::ShapeConfig* shape = bench::find_shape_config(*alias_recipe);
+    if (!shape) {
+      fail(ExitCode::fetch, "{}\nno benchmark shape is declared for recipe {} either (shapes: bench/configs/)", e.what(),
+           alias_recipe->name);
+    }
+    bench::BenchModel m = bench::bench_model_of_shape(*shape);
+    m.source = fmt::format("random weights of the {} config shape ({}@{} is not present)", shape->name,
+                           alias_recipe->checkpoint.repository, alias_recipe->checkpoint.revision);
+    m.page_size_tokens = alias_recipe->page_size_tokens;
+    return m;
+  }
+  bench::BenchModel m;
+  m.name = resolved.recipe->name;
+  m.spec = model::model_spec_load(resolved.checkpoint_dir);
+  m.checkpoint_dir = resolved.checkpoint_dir;
+  m.source = fmt::format("checkpoint {}", resolved.description);
+  m.page_size_tokens = resolved.recipe->page_size_tokens;
+  return m;
+}
+
+int run_bench(const BenchCommandOptions& options) {
+  const Config config = load_config(options.config);
+  bench::BenchOptions bench_options = bench_options_from(options);
+  if (!bench_options.kernel_cache) bench_options.kernel_cache = config.kernel_cache();
+  const std::string selector =
+      !options.model.empty() ? options.model : config.default_model.value_or(k_bench_default_model);
+  const bench::BenchModel model = resolve_bench_model(selector, config);
+  return bench::run_gpu_bench_and_report(model, bench_options);
+}
+
+void add_bench_command(CLI::App& app) {
+  auto options = std::make_shared<BenchCommandOptions>();
+  CLI::App* command = add_command(app, "bench", "Measure a model's prefill and decode steps on one GPU",
+                                  [options] { return run_bench(*options); });
+  bench::BenchOptions& b = options->bench;
+  command->add_option("MODEL", options->model,
+                      "Recipe alias, checkpoint directory or org/name[@revision] (default: [defaults] model, then "
+                      "llama-3.1-8b); an alias whose checkpoint is absent runs random weights of its shape");
+  command->add_option("--gpus", options->gpus, "One GPU index (default 0), relative to CUDA_VISIBLE_DEVICES");
+  command->add_option("--batches", options->batches, "Decode batch buckets (default 1,2,4,8,16,32,64)");
+  command->add_option("--contexts", options->contexts, "Cached tokens per decode row (default 1024)");
+  command->add_option("--prefill", b.prefill_tokens, "Prompt tokens of the prefill step; 0 skips it (default 2048)");
+  command->add_option("--kv-dtype", options->kv_dtype, "KV page dtypes: bf16, fp8 or bf16,fp8 (default bf16)");
+  command->add_option("--attention-batch", b.attention_batch, "Decode attention alone: rows (default 32)");
+  command->add_option("--attention-context", b.attention_context,
+                      "Decode attention alone: cached tokens per row; 0 skips it (default 8192)");
+  command->add_option("--warmup", b.warmup, "Untimed runs before each measurement (default 3)");
+  command->add_option("--repetitions", b.repetitions, "Timed runs per measurement (default 10)");
+  command->add_option("--seed", b.seed, "Seed of random weights, KV pages and tokens (default 1)");
+  command->add_flag_function("--no-breakdown", [options](std::int64_t) { options->bench.breakdown = false; },
+                    "Skip the per-operation table of a decode step");
+  command->add_option("--output", b.json_path, "JSON report (rewritten after each part; the table still prints)");
+  command->add_option("--config", options->config, "Configuration file (default ~/.config/flare/config.toml)");
+}
+
+}  // namespace flare::ignition
