@@ -35,6 +35,9 @@ struct EngineOptions {
   double terminal_age_price = 1.0;
   std::vector<std::int32_t> eos_token_ids;   // finish a choice unless the request ignores EOS
   std::uint64_t seed = 0x5eed;               // seeds of requests without one derive from this
+  // Replay decode steps as captured graphs where the backend has them (the CUDA backend); off runs
+  // every step op by op, for debugging (ModelStepRunner::capture_graphs then captures none).
+  bool cuda_graphs = true;
   // Settings named by capacity rejections that a larger KV pool would fit.
   std::string kv_capacity_options = "--kv-cache-limit memory, a larger --memory-limit";
 

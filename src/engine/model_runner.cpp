@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "helios/decode_padding.h"
 
 namespace flare::engine {
 
@@ -17,9 +18,9 @@ std::unique_ptr<ModelStepRunner> ModelStepRunner::load(std::unique_ptr<helios::B
 
 ModelStepRunner::ModelStepRunner(std::unique_ptr<helios::Backend> backend, std::unique_ptr<model::Model> model,
                                  const EngineOptions& options, helios::DType kv_dtype)
-    : backend_(std::move(backend)), model_(std::move(model)) {
+    : backend_(std::move(backend)), model_(std::move(model)), options_(options), scratch_page_(options.n_pages) {
   if (!backend_ || !model_) fail(ExitCode::failure, "internal: model runner without a backend or a model");
-  cache_ = backend_->allocate_kv_cache(model_->kv_cache_layout(options.n_pages, options.page_size_tokens, kv_dtype));
+  cache_ = backend_->allocate_kv_cache(model_->kv_cache_layout(options.n_pages + 1, options.page_size_tokens, kv_dtype));
 }
 
 ModelStepRunner::~ModelStepRunner() {
@@ -27,13 +28,52 @@ ModelStepRunner::~ModelStepRunner() {
   cache_.storage.reset();
 }
 
+std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& buckets) {
+  graph_buckets_.clear();
+  model_->drop_decode_graphs();
+  if (!options_.cuda_graphs || !backend_->supports_graphs() || buckets.empty()) return 0;
+  std::vector<std::int32_t> sorted = buckets;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  if (sorted.front() < 1) fail(ExitCode::failure, "internal: a decode graph bucket of {} rows", sorted.front());
+  // Buffers for the largest step first, so that no later step moves what the graphs read. Steps
+  // that want more logits rows than rows (prompt logprobs) still grow the logits buffer, and the
+  // graphs recapture once after that.
+  const std::int32_t max_rows = std::max(options_.max_concurrency, sorted.back());
+  const std::int32_t max_tokens = std::max(options_.step_token_budget(), max_rows);
+  const std::int32_t pages_per_row = (options_.context_limit + options_.page_size_tokens - 1) / options_.page_size_tokens + 1;
+  model_->reserve(max_tokens, max_rows, max_rows, max_rows * pages_per_row);
+  // Largest first: kernel scratch the backend sizes by the step then has its final size before
+  // the smaller graphs record its address.
+  for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) {
+    if (model_->capture_decode_graph(*it, cache_, scratch_page_)) graph_buckets_.insert(graph_buckets_.begin(), *it);
+  }
+  backend_->synchronize();  // a failing warm-up or capture shows here, at load, not at the first step
+  return std::int32_t(graph_buckets_.size());
+}
+
 void ModelStepRunner::run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) {
   if (!copies.empty()) backend_->kv_copy_pages(cache_, copies);
-  const std::vector<float> out = model_->forward(step, cache_);
-  if (out.size() != logits.size()) {
-    fail(ExitCode::failure, "internal: the model returned {} logits where the step wants {}", out.size(), logits.size());
+  if (logits.size() != std::size_t(step.n_logit_rows()) * std::size_t(vocab_size())) {
+    fail(ExitCode::failure, "internal: {} logits for a step of {} logits rows", logits.size(), step.n_logit_rows());
   }
-  std::copy(out.begin(), out.end(), logits.begin());
+  const std::int32_t bucket = helios::decode_bucket_for(step, graph_buckets_);
+  if (bucket > step.n_rows()) {
+    model_->forward_logits(helios::step_pad_decode(step, bucket, scratch_page_), cache_);
+  } else {
+    model_->forward_logits(step, cache_);
+  }
+  // The real rows come first; the padding rows' logits stay on the device.
+  model_->download_logits(step.n_logit_rows(), logits);
+}
+
+std::vector<std::int32_t> decode_buckets(std::int32_t max_concurrency) {
+  std::vector<std::int32_t> buckets;
+  for (std::int32_t bucket = 1;; bucket *= 2) {
+    buckets.push_back(bucket);
+    if (bucket >= max_concurrency) break;
+  }
+  return buckets;
 }
 
 }  // namespace flare::engine

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/engine_options.h"
@@ -17,7 +18,8 @@ namespace flare::engine {
 class ModelStepRunner final : public StepRunner {
  public:
   // Loads `checkpoint_dir` onto `backend` and allocates KV storage for options.n_pages pages of
-  // options.page_size_tokens tokens in `kv_dtype`.
+  // options.page_size_tokens tokens in `kv_dtype`, plus one scratch page past them that the
+  // scheduler never hands out: the dummy rows that pad decode steps to a graph bucket write there.
   static std::unique_ptr<ModelStepRunner> load(std::unique_ptr<helios::Backend> backend,
                                                const std::filesystem::path& checkpoint_dir,
                                                const EngineOptions& options, helios::DType kv_dtype);
@@ -29,10 +31,24 @@ class ModelStepRunner final : public StepRunner {
   void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) override;
   const model::Model& model() const { return *model_; }
 
+  // Captures the decode step of each bucket (rows; the package's concurrency buckets, see
+  // decode_buckets) as a graph, after reserving the model's buffers for the largest step the
+  // engine options allow; returns the number captured: 0 on a backend without graphs (the CPU) or
+  // with options.cuda_graphs off. Afterwards run() pads a decode step of n rows to the smallest
+  // captured bucket >= n and replays its graph; other steps (prefill chunks, mixed) run eagerly.
+  std::int32_t capture_graphs(const std::vector<std::int32_t>& buckets);
+  const std::vector<std::int32_t>& graph_buckets() const { return graph_buckets_; }
+
  private:
   std::unique_ptr<helios::Backend> backend_;
   std::unique_ptr<model::Model> model_;  // refers to *backend_
   helios::KvCache cache_;
+  EngineOptions options_;
+  std::int32_t scratch_page_ = 0;             // = options.n_pages, the KV cache's extra page
+  std::vector<std::int32_t> graph_buckets_;   // rows of the captured decode graphs, ascending
 };
+
+// The decode buckets of a concurrency limit: powers of two up to the first >= max_concurrency.
+std::vector<std::int32_t> decode_buckets(std::int32_t max_concurrency);
 
 }  // namespace flare::engine

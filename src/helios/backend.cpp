@@ -65,6 +65,14 @@ std::vector<SampledToken> Backend::sample(const Tensor& logits, std::span<const 
   return out;
 }
 
+std::unique_ptr<StepGraph> Backend::capture(const std::function<void()>&) {
+  fail(ExitCode::failure, "internal: the {} backend cannot capture step graphs", name());
+}
+
+void Backend::replay(const StepGraph&) {
+  fail(ExitCode::failure, "internal: the {} backend cannot replay step graphs", name());
+}
+
 KvCache Backend::allocate_kv_cache(const KvCacheLayout& layout) {
   if (layout.n_pages < 1 || layout.page_size_tokens < 1 || layout.n_layers < 1) {
     fail_usage("KV cache needs at least one page, one token per page and one layer");

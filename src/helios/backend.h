@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -96,6 +97,14 @@ struct SampleRequest {
   std::uint64_t output_index = 0;
 };
 
+// A recording of the operations one step enqueues (a CUDA graph), replayable on the backend that
+// captured it with Backend::replay.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  virtual std::size_t n_nodes() const = 0;  // operations recorded
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -112,6 +121,28 @@ class Backend {
 
   // Uploads the step descriptor (validated against `cache`); the operations below read it.
   virtual void begin_step(const Step& step, const KvCache& cache) = 0;
+  // Sizes the step descriptor's device arrays for steps of up to these counts (max_blocks: the sum
+  // of the rows' n_blocks), so that their addresses stay fixed, as captured graphs need. A larger
+  // step grows them, which changes graph_generation().
+  virtual void reserve_step(std::int32_t /*max_tokens*/, std::int32_t /*max_rows*/, std::int32_t /*max_blocks*/) {}
+  // Copies a per-step input other than the descriptor (a per-row rope table) into `dst`, after
+  // begin_step and before the step's operations, the way begin_step uploads the descriptor: a
+  // replayed graph reads it from `dst`. `src` may be reused as soon as this returns.
+  virtual void upload_step_input(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) {
+    upload(dst, offset_bytes, src, size_bytes);
+  }
+
+  // Step graphs. capture() records, without running them, the operations `enqueue` issues: they
+  // must read per-step inputs only from device buffers (begin_step, upload_step_input) and must
+  // not wait on the host (no download or synchronize) or upload. replay() enqueues the recording
+  // again, reading the inputs the latest begin_step uploaded. A backend without graphs (the CPU)
+  // answers false to supports_graphs() and fails capture().
+  virtual bool supports_graphs() const { return false; }
+  // Changes whenever device memory the backend owns and a recording may name (the step arrays,
+  // kernel scratch) moves; a graph captured under another generation must be captured again.
+  virtual std::uint64_t graph_generation() const { return 0; }
+  virtual std::unique_ptr<StepGraph> capture(const std::function<void()>& enqueue);
+  virtual void replay(const StepGraph& graph);
 
   // out[t] = table[token t]                      table [vocab, hidden], out [n_tokens, hidden]
   virtual void embedding(const Tensor& table, Tensor out) = 0;

@@ -18,7 +18,7 @@ using helios::DType;
 using helios::Tensor;
 
 struct Model::Scratch {
-  std::int32_t capacity_tokens = 0, capacity_logits = 0, capacity_rows = 0;
+  std::int32_t capacity_tokens = 0, capacity_logits = 0, capacity_rows = 0, capacity_blocks = 0;
   std::unique_ptr<helios::Buffer> x, h, qkv, attn, delta, gate_up, act, logit_in, logits, rope;
   Tensor x_t, h_t, qkv_t, attn_t, delta_t, gate_up_t, act_t;  // [n_tokens, ...] views of capacity
 };
@@ -43,13 +43,20 @@ helios::KvCacheLayout Model::kv_cache_layout(std::int32_t n_pages, std::int32_t 
   return helios::KvCacheLayout{spec_.n_layers, n_pages, page_size, spec_.n_kv_heads, spec_.head_dim, dtype};
 }
 
-void Model::reserve(std::int32_t n_tokens, std::int32_t n_logit_rows, std::int32_t n_rows) {
+void Model::reserve(std::int32_t n_tokens, std::int32_t n_logit_rows, std::int32_t n_rows, std::int32_t n_blocks) {
   Scratch& s = *scratch_;
   const DType act = backend_.activation_dtype();
   const std::size_t e = helios::dtype_size_bytes(act);
   auto grow = [&](std::unique_ptr<helios::Buffer>& buffer, std::size_t bytes) {
-    if (!buffer || buffer->size_bytes() < bytes) buffer = backend_.allocate(bytes);
+    if (buffer && buffer->size_bytes() >= bytes) return;
+    buffer = backend_.allocate(bytes);
+    ++scratch_generation_;
   };
+  if (n_tokens > s.capacity_tokens || n_rows > s.capacity_rows || n_blocks > s.capacity_blocks) {
+    s.capacity_blocks = std::max(n_blocks, s.capacity_blocks);
+    // Moving the step arrays changes the backend's graph generation, which the graphs check.
+    backend_.reserve_step(std::max(n_tokens, s.capacity_tokens), std::max(n_rows, s.capacity_rows), s.capacity_blocks);
+  }
   if (n_tokens > s.capacity_tokens) {
     const std::size_t t = std::size_t(n_tokens);
     grow(s.x, t * std::size_t(spec_.hidden_size) * e);
@@ -97,7 +104,7 @@ helios::RotaryParams Model::rotary_for(const helios::Step& step) {
     table.insert(table.end(), f.inv_freq.begin(), f.inv_freq.end());
     attention_factor = f.attention_factor;
   }
-  backend_.upload(*scratch_->rope, 0, table.data(), table.size() * sizeof(float));
+  backend_.upload_step_input(*scratch_->rope, 0, table.data(), table.size() * sizeof(float));
   return {Tensor::of(*scratch_->rope, DType::f32, step.n_rows(), half), attention_factor};
 }
 
@@ -140,6 +147,14 @@ std::vector<float> Model::forward(const helios::Step& step, helios::KvCache& cac
   return logits;
 }
 
+void Model::download_logits(std::int32_t n_rows, std::span<float> out) {
+  const std::size_t n = std::size_t(n_rows) * std::size_t(spec_.vocab_size);
+  if (n_rows < 0 || n_rows > scratch_->capacity_logits || out.size() != n) {
+    fail(ExitCode::failure, "internal: downloading {} logits rows into {} floats", n_rows, out.size());
+  }
+  if (n > 0) backend_.download(*scratch_->logits, 0, out.data(), n * sizeof(float));
+}
+
 Tensor Model::forward_logits(const helios::Step& step, helios::KvCache& cache) {
   if (cache.layout.n_layers != spec_.n_layers || cache.layout.n_kv_heads != spec_.n_kv_heads ||
       cache.layout.head_dim != spec_.head_dim) {
@@ -147,12 +162,30 @@ Tensor Model::forward_logits(const helios::Step& step, helios::KvCache& cache) {
   }
   const std::int32_t n = step.n_tokens();
   const std::int32_t n_logits = step.n_logit_rows();
-  reserve(std::max(n, 1), std::max(n_logits, 1), std::max(step.n_rows(), 1));
+  reserve(std::max(n, 1), std::max(n_logits, 1), std::max(step.n_rows(), 1), std::int32_t(step.block_tables.size()));
   if (n == 0) return Tensor::of(*scratch_->logits, DType::f32, 0, spec_.vocab_size);
-  bind_scratch(n);
+  const DecodeGraph* graph = decode_graph_for(step, cache);  // before the uploads: a recapture makes its own
+  const helios::RotaryParams rope = upload_step(step, cache);
+  if (graph && graph->attention_factor == rope.attention_factor) {
+    backend_.replay(*graph->graph);
+  } else {
+    enqueue_step(n_logits, cache, rope);
+  }
+  return Tensor::of(*scratch_->logits, DType::f32, n_logits, spec_.vocab_size);
+}
+
+helios::RotaryParams Model::upload_step(const helios::Step& step, const helios::KvCache& cache) {
+  // Graph replays skip the embedding's host-side check of the token ids, so check them here.
+  for (const std::int32_t token : step.tokens) {
+    if (token < 0 || token >= spec_.vocab_size) fail_input("token id {} outside the vocabulary 0..{}", token, spec_.vocab_size - 1);
+  }
+  bind_scratch(step.n_tokens());
   backend_.begin_step(step, cache);
+  return rotary_for(step);
+}
+
+void Model::enqueue_step(std::int32_t n_logits, helios::KvCache& cache, const helios::RotaryParams& rope) {
   Scratch& s = *scratch_;
-  const helios::RotaryParams rope = rotary_for(step);
   backend_.embedding(weights_.embed, s.x_t);
   for (std::int32_t layer = 0; layer < spec_.n_layers; ++layer) {
     const LayerWeights& w = weights_.layers[std::size_t(layer)];
@@ -166,12 +199,11 @@ Tensor Model::forward_logits(const helios::Step& step, helios::KvCache& cache) {
     mlp_block(layer);
   }
   backend_.rms_norm(s.delta_t, &s.x_t, weights_.final_norm, spec_.rms_norm_eps, s.h_t);
+  if (n_logits == 0) return;
   const Tensor logits_t = Tensor::of(*s.logits, DType::f32, n_logits, spec_.vocab_size);
-  if (n_logits == 0) return logits_t;
   const Tensor logit_in = Tensor::of(*s.logit_in, backend_.activation_dtype(), n_logits, spec_.hidden_size);
   backend_.gather_logit_rows(s.h_t, logit_in);
   backend_.linear(logit_in, weights_.lm_head, nullptr, logits_t);
-  return logits_t;
 }
 
 }  // namespace flare::model

@@ -12,7 +12,9 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "helios/backend.h"
@@ -59,15 +61,44 @@ class Model {
   // the next forward. Pair with Backend::sample to sample without copying logits to the host.
   helios::Tensor forward_logits(const helios::Step& step, helios::KvCache& cache);
 
-  // Allocates the activation buffers for the largest step up front, so that every later step up
-  // to that size reuses the same device addresses (what a captured CUDA graph needs). Steps grow
-  // the buffers on demand otherwise.
-  void reserve(std::int32_t max_tokens, std::int32_t max_logit_rows, std::int32_t max_rows);
+  // Allocates the activation buffers (and the backend's step arrays, for steps whose rows span up
+  // to max_blocks pages in all) for the largest step up front, so that every later step up to that
+  // size reuses the same device addresses (what a captured CUDA graph needs). Steps grow the
+  // buffers on demand otherwise; growing makes the decode graphs recapture on their next use.
+  void reserve(std::int32_t max_tokens, std::int32_t max_logit_rows, std::int32_t max_rows, std::int32_t max_blocks = 0);
+  // Copies the first n_rows rows of the last forward's logits to `out` (n_rows * vocab_size floats).
+  void download_logits(std::int32_t n_rows, std::span<float> out);
+
+  // Decode graphs (decode_graphs.cpp): the step of n_rows rows that each compute one token and
+  // want its logits is captured once (Backend::capture) and replayed by forward_logits for every
+  // later step of that shape, whatever its tokens, positions and block tables. The capture runs a
+  // step of dummy rows at position 0 of `scratch_page`, a page of `cache` no sequence may own (its
+  // contents are overwritten), eagerly once and then under capture. False when the backend has no
+  // graphs; flare::Error when the capture fails.
+  bool capture_decode_graph(std::int32_t n_rows, helios::KvCache& cache, std::int32_t scratch_page);
+  std::int32_t n_decode_graphs() const { return std::int32_t(decode_graphs_.size()); }
+  std::size_t n_decode_graph_nodes() const;  // operations recorded over every decode graph
+  void drop_decode_graphs() { decode_graphs_.clear(); }
 
  private:
   struct Scratch;
+  struct DecodeGraph {
+    std::unique_ptr<helios::StepGraph> graph;
+    const void* cache_storage = nullptr;  // the KV cache it reads and writes
+    std::int32_t scratch_page = 0;        // for a recapture
+    std::uint64_t scratch_generation = 0;  // the activation buffers it uses
+    std::uint64_t backend_generation = 0;  // the backend's own buffers (Backend::graph_generation)
+    float attention_factor = 1.0f;         // a launch argument, not a device input
+  };
   void bind_scratch(std::int32_t n_tokens);
+  // The two halves of a step: the uploads of its inputs (descriptor, rope table) that a replay
+  // repeats, and the operations that a decode graph records.
+  helios::RotaryParams upload_step(const helios::Step& step, const helios::KvCache& cache);
+  void enqueue_step(std::int32_t n_logit_rows, helios::KvCache& cache, const helios::RotaryParams& rope);
   helios::RotaryParams rotary_for(const helios::Step& step);
+  // The decode graph that runs `step` on `cache`, recaptured first when the buffers it recorded
+  // have moved since; nullptr when the step is not a captured decode shape.
+  const DecodeGraph* decode_graph_for(const helios::Step& step, helios::KvCache& cache);
   void attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope);
   void mlp_block(std::int32_t layer);
 
@@ -77,6 +108,8 @@ class Model {
   std::unique_ptr<helios::Buffer> rope_static_;  // [1, head_dim/2] when frequencies do not vary
   float rope_attention_factor_ = 1.0f;
   std::shared_ptr<Scratch> scratch_;
+  std::uint64_t scratch_generation_ = 0;  // bumped whenever an activation buffer moves
+  std::map<std::int32_t, DecodeGraph> decode_graphs_;  // by n_rows
 };
 
 // Reads and converts every weight the spec needs from the checkpoint onto the backend.

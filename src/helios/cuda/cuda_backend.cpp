@@ -3,8 +3,11 @@
 #include "helios/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/error.h"
+#include "helios/cuda/graph.h"
+#include "helios/step_pack.h"
 
 namespace flare::helios::cuda {
 namespace {
@@ -116,42 +119,78 @@ void CudaBackend::kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies
   }
 }
 
+void CudaBackend::reserve_step_values(std::size_t n_values) {
+  const std::size_t bytes = std::max<std::size_t>(n_values, 1024) * sizeof(std::int32_t);
+  if (step_device_ && step_device_->size_bytes() >= bytes) return;
+  stream_.synchronize();  // queued kernels may still read the old arrays
+  step_device_ = std::make_unique<DeviceMemory>(bytes);
+  ++graph_generation_;
+}
+
+void CudaBackend::reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) {
+  reserve_step_values(StepPackLayout::capacity(max_tokens, max_rows, max_blocks));
+}
+
 void CudaBackend::begin_step(const Step& step, const KvCache& cache) {
   step_validate(step, cache.layout.n_pages, cache.layout.page_size_tokens);
   step_ = step;
   n_logit_rows_ = step.n_logit_rows();
-  const std::size_t n_tokens = step.tokens.size(), n_rows = step.rows.size();
-  // Packed: tokens, positions, token_rows, row_first_block, block_tables, logit_tokens.
-  step_host_.assign(step.tokens.begin(), step.tokens.end());
-  step_host_.resize(3 * n_tokens);
-  std::vector<std::int32_t> logit_tokens;
-  std::size_t t = 0;
-  for (std::size_t r = 0; r < n_rows; ++r) {
-    const StepRow& row = step.rows[r];
-    for (std::int32_t i = 0; i < row.n_tokens; ++i, ++t) {
-      step_host_[n_tokens + t] = row.start_position + i;
-      step_host_[2 * n_tokens + t] = std::int32_t(r);
-      if (i >= row.n_tokens - row.n_logits) logit_tokens.push_back(std::int32_t(t));
-    }
-  }
-  for (const StepRow& row : step.rows) step_host_.push_back(row.first_block);
-  step_host_.insert(step_host_.end(), step.block_tables.begin(), step.block_tables.end());
-  step_host_.insert(step_host_.end(), logit_tokens.begin(), logit_tokens.end());
-
-  const std::size_t bytes = std::max<std::size_t>(step_host_.size(), 1) * sizeof(std::int32_t);
-  if (!step_device_ || step_device_->size_bytes() < bytes) {
-    stream_.synchronize();  // the old buffer may still be read by queued kernels
-    step_device_ = std::make_unique<DeviceMemory>(std::max<std::size_t>(bytes, 4096));
-  }
-  copy_to_device(step_device_->address(), step_host_.data(), step_host_.size() * sizeof(std::int32_t), stream_);
+  const StepPackLayout layout = StepPackLayout::of(step);
+  reserve_step_values(layout.size);
+  // Pinned staging and one asynchronous copy: a replayed graph needs nothing else from the host.
+  staging_.next_step();
+  auto* packed = static_cast<std::int32_t*>(staging_.stage(layout.size * sizeof(std::int32_t)));
+  step_pack(step, std::span<std::int32_t>(packed, layout.size));
+  staging_.copy(step_device_->address(), packed, layout.size * sizeof(std::int32_t));
   const CUdeviceptr base = step_device_->address();
   const auto at = [&](std::size_t index) { return base + index * sizeof(std::int32_t); };
-  arrays_.tokens = at(0);
-  arrays_.positions = at(n_tokens);
-  arrays_.token_rows = at(2 * n_tokens);
-  arrays_.row_first_block = at(3 * n_tokens);
-  arrays_.block_tables = at(3 * n_tokens + n_rows);
-  arrays_.logit_tokens = at(3 * n_tokens + n_rows + step.block_tables.size());
+  arrays_.tokens = at(layout.tokens);
+  arrays_.positions = at(layout.positions);
+  arrays_.token_rows = at(layout.token_rows);
+  arrays_.row_first_block = at(layout.row_first_block);
+  arrays_.block_tables = at(layout.block_tables);
+  arrays_.logit_tokens = at(layout.logit_tokens);
+}
+
+void CudaBackend::upload_step_input(Buffer& dst, std::size_t offset, const void* src, std::size_t size) {
+  if (offset > dst.size_bytes() || size > dst.size_bytes() - offset) {
+    fail(ExitCode::failure, "internal: step input upload out of bounds");
+  }
+  void* staged = staging_.stage(size);
+  std::memcpy(staged, src, size);
+  staging_.copy(address(dst.data()) + offset, staged, size);
+}
+
+namespace {
+
+class CudaStepGraph final : public StepGraph {
+ public:
+  CudaStepGraph(std::unique_ptr<GraphExec> exec, std::uint64_t graph_generation)
+      : exec_(std::move(exec)), graph_generation_(graph_generation) {}
+  std::size_t n_nodes() const override { return exec_->n_nodes(); }
+  const GraphExec& exec() const { return *exec_; }
+  std::uint64_t graph_generation() const { return graph_generation_; }
+
+ private:
+  std::unique_ptr<GraphExec> exec_;
+  std::uint64_t graph_generation_;  // the backend memory the recording names
+};
+
+}  // namespace
+
+std::unique_ptr<StepGraph> CudaBackend::capture(const std::function<void()>& enqueue) {
+  StreamCapture capture(stream_);
+  enqueue();
+  return std::make_unique<CudaStepGraph>(capture.finish(), graph_generation_);
+}
+
+void CudaBackend::replay(const StepGraph& graph) {
+  const auto* g = dynamic_cast<const CudaStepGraph*>(&graph);
+  if (!g) fail(ExitCode::failure, "internal: replaying a step graph another backend captured");
+  if (g->graph_generation() != graph_generation_) {
+    fail(ExitCode::failure, "internal: replaying a step graph whose device buffers have since moved (capture it again)");
+  }
+  g->exec().launch(stream_);
 }
 
 void CudaBackend::embedding(const Tensor& table, Tensor out) {

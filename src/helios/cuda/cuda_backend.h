@@ -22,6 +22,7 @@
 #include "helios/cuda/cublaslt.h"
 #include "helios/cuda/driver.h"
 #include "helios/cuda/gemm_runner.h"
+#include "helios/cuda/step_staging.h"
 #include "helios/cuda/nvrtc.h"
 #include "helios/gemm_tuning.h"
 #include "helios/kernel_cache.h"
@@ -57,6 +58,12 @@ class CudaBackend final : public Backend {
   void kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies) override;
 
   void begin_step(const Step& step, const KvCache& cache) override;
+  void reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) override;
+  void upload_step_input(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) override;
+  bool supports_graphs() const override { return true; }
+  std::uint64_t graph_generation() const override { return graph_generation_; }
+  std::unique_ptr<StepGraph> capture(const std::function<void()>& enqueue) override;
+  void replay(const StepGraph& graph) override;
   void embedding(const Tensor& table, Tensor out) override;
   void rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) override;
   void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) override;
@@ -94,11 +101,19 @@ class CudaBackend final : public Backend {
   std::map<std::string, std::unique_ptr<Module>> modules_;  // by source name + defines
   std::map<std::string, CUfunction> functions_;             // by module key + entry
 
-  // The current step: host copy (for validation and counts) and its device arrays.
+  // Sizes step_device_ for a packed step of `n_values` int32 (step_pack.h); moving it bumps
+  // graph_generation_.
+  void reserve_step_values(std::size_t n_values);
+
+  // The current step: host copy (for validation and counts) and its device arrays, packed by
+  // step_pack.h so that each array's address depends only on the step's shape.
   Step step_;
   std::int32_t n_logit_rows_ = 0;
-  std::vector<std::int32_t> step_host_;        // the packed int32 arrays, uploaded from here
-  std::unique_ptr<DeviceMemory> step_device_;  // grows on demand
+  StepStaging staging_{stream_};               // pinned double-buffered source of the step inputs
+  std::unique_ptr<DeviceMemory> step_device_;  // fixed once reserved; grows (and moves) only past it
+  // Bumped whenever memory a captured graph may name moves: the step arrays, and any kernel
+  // scratch that grows on demand (whoever reallocates one must bump it), so graphs recapture.
+  std::uint64_t graph_generation_ = 0;
   StepArrays arrays_;
   std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode partials, grows on demand
 
