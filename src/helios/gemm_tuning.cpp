@@ -198,6 +198,26 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
   return t;
 }
 
+void GemmTuning::attach_file(std::filesystem::path path) {
+  file_ = std::move(path);
+  refresh();
+}
+
+bool GemmTuning::refresh() {
+  if (file_.empty()) return false;
+  bool added = false;
+  const GemmTuning saved = load_file(file_);
+  for (const auto& [key, choice] : saved.entries()) added = entries_.emplace(key, choice).second || added;
+  return added;
+}
+
+void GemmTuning::record(const GemmShapeKey& key, const GemmChoice& choice) {
+  insert(key, choice);
+  if (file_.empty() || frozen_) return;
+  refresh();  // keep what other writers saved since our last look
+  save_file(file_);
+}
+
 std::filesystem::path GemmTuning::file_in(const std::filesystem::path& kernel_cache_dir, std::string_view arch,
                                           std::uint64_t library_version) {
   if (!valid_arch(arch)) fail(ExitCode::failure, "internal: GEMM tuning file for architecture '{}'", arch);

@@ -80,13 +80,23 @@ class GemmTuning {
   std::int64_t n_timed() const { return n_timed_; }
   void count_timed() { ++n_timed_; }
 
-  // The table's entries as bytes (settings and counters are not part of it).
+  // The table's entries as bytes (settings, counters and the attached file are not part of it).
   std::string serialize() const;
   // Throws flare::Error naming what is wrong with `bytes`.
   static GemmTuning parse(std::string_view bytes);
 
-  // Persistence beside the kernel cache: `path` absent or damaged gives an empty table (a cache
-  // miss, never an error); save() writes atomically (temporary file + rename).
+  // The table's file beside the kernel cache, shared by every backend and process on this GPU
+  // model and cuBLASLt version. attach_file() merges the file's entries in and makes record() save
+  // there; refresh() merges what others saved since. A backend refreshes before deciding a shape it
+  // lacks, so two backends (or a captured graph and an eager step) never pick different algorithms
+  // for one shape: the first decision saved wins.
+  void attach_file(std::filesystem::path path);
+  bool refresh();  // true when it added entries
+  // insert(); when attached and not frozen, also merges the file and saves atomically.
+  void record(const GemmShapeKey& key, const GemmChoice& choice);
+
+  // `path` absent or damaged gives an empty table (a cache miss, never an error); save_file()
+  // writes atomically (temporary file + rename).
   static GemmTuning load_file(const std::filesystem::path& path);
   void save_file(const std::filesystem::path& path) const;
   // <kernel cache>/gemm/<arch>-cublaslt-<version>.tuning
@@ -95,6 +105,7 @@ class GemmTuning {
 
  private:
   std::map<GemmShapeKey, GemmChoice> entries_;
+  std::filesystem::path file_;  // "" when not attached
   bool frozen_ = false;
   TuneEffort effort_ = TuneEffort::normal;
   std::int64_t n_timed_ = 0;

@@ -3,7 +3,8 @@
 // BF16 and F32 outputs, strided x and padded outputs (poisoned, so unwritten or overwritten elements
 // show); the GemmRunner directly (which problems cuBLASLt takes, where the bias goes); tuning: a
 // race is counted, saved beside the kernel cache, reused by a second backend without timing,
-// serialized, parsed into a frozen table that runs with n_timed() == 0. Prints achieved TFLOP/s of
+// serialized, parsed into a frozen table that runs with n_timed() == 0; untuned shapes inside a
+// graph capture (no timing, correct replay). Prints achieved TFLOP/s of
 // 2048 x 4096 x 14336 GEMMs and the decode GEMMs' weight bandwidth (informational, not asserted).
 #ifdef FLARE_HAVE_CUDA
 
@@ -159,39 +160,106 @@ TEST_F(CudaGemm, RunnerTakesAlignedProblemsAndReportsWhereTheBiasGoes) {
 }
 
 TEST_F(CudaGemm, TunesOnceSavesSerializesAndReplaysFrozen) {
-  gpu_->install_gemm_tuning(GemmTuning{});  // start empty whatever earlier tests saved
-  const Case tuned_case{17, 4096, 4096, true, false, 8, 8};
-  const std::vector<float> first = check_linear(tuned_case, *gpu_, "tune ");
-  EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 1) << "the first use of a shape races its candidates";
-  check_linear({20, 4096, 4096, true, false, 8, 8}, *gpu_, "same bucket ");
-  EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 1) << "m 20 shares m 17's bucket (32): no second race";
-  check_linear({1, 4096, 4096, false, true, 0, 0}, *gpu_, "tune ");
-  EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 2);
-  ASSERT_EQ(gpu_->gemm_tuning().size(), 2u);
-  for (const auto& [key, choice] : gpu_->gemm_tuning().entries()) {
+  // Shapes no other test of this process uses, so their first use here is their first anywhere.
+  const Case tuned_case{17, 1536, 2048, true, false, 8, 8};
+  const std::string arch = gpu_->device().arch();
+  const std::uint64_t version = cuda::CublasLt(cuda::k_default_cuda_root).version();
+  const GemmShapeKey key_bias{32, 1536, 2048, DType::bf16, true, arch, version};
+  const GemmShapeKey key_f32{1, 1536, 2048, DType::f32, false, arch, version};
+  const std::int64_t n0 = gpu_->gemm_tuning().n_timed();
+  check_linear(tuned_case, *gpu_, "tune ");
+  EXPECT_EQ(gpu_->gemm_tuning().n_timed(), n0 + 1) << "the first use of a shape races its candidates";
+  check_linear({20, 1536, 2048, true, false, 8, 8}, *gpu_, "same bucket ");
+  EXPECT_EQ(gpu_->gemm_tuning().n_timed(), n0 + 1) << "m 20 shares m 17's bucket (32): no second race";
+  check_linear({1, 1536, 2048, false, true, 0, 0}, *gpu_, "tune ");
+  EXPECT_EQ(gpu_->gemm_tuning().n_timed(), n0 + 2);
+  for (const GemmShapeKey& key : {key_bias, key_f32}) {
+    const GemmChoice* choice = gpu_->gemm_tuning().find(key);
+    ASSERT_NE(choice, nullptr) << "m<=" << key.m_bucket;
     std::printf("[ tuned    ] m<=%lld n %lld k %lld %s%s: %.2f us, best of %u candidates\n", (long long)key.m_bucket,
                 (long long)key.n, (long long)key.k, std::string(dtype_name(key.out)).c_str(),
-                key.bias ? " + bias" : "", choice.time_us, unsigned(choice.n_candidates));
-    EXPECT_GT(choice.n_candidates, 0u);
-    EXPECT_GT(choice.time_us, 0.0f);
+                key.bias ? " + bias" : "", choice->time_us, unsigned(choice->n_candidates));
+    EXPECT_GT(choice->n_candidates, 0u);
+    EXPECT_GT(choice->time_us, 0.0f);
   }
   const std::string bytes = gpu_->gemm_tuning().serialize();
 
-  // A second backend on the same kernel cache starts with the saved table and times nothing.
+  // A second backend on the same kernel cache starts with the saved races and times nothing.
   auto second = std::make_unique<cuda::CudaBackend>(0, kernel_cache_dir());
-  EXPECT_EQ(second->gemm_tuning().serialize(), bytes) << "the races were saved beside the kernel cache";
+  for (const GemmShapeKey& key : {key_bias, key_f32}) {
+    ASSERT_NE(second->gemm_tuning().find(key), nullptr) << "the races were saved beside the kernel cache";
+    EXPECT_EQ(second->gemm_tuning().find(key)->algo, gpu_->gemm_tuning().find(key)->algo);
+  }
   check_linear(tuned_case, *second, "reloaded ");
   EXPECT_EQ(second->gemm_tuning().n_timed(), 0);
 
   // A package's table, frozen: known shapes use their winners, new shapes the heuristic; no timing.
   GemmTuning frozen = GemmTuning::parse(bytes);
   frozen.set_frozen(true);
+  const std::size_t n_entries = frozen.size();
   second->install_gemm_tuning(std::move(frozen));
   check_linear(tuned_case, *second, "frozen ");
-  check_linear({64, 6144, 4096, false, false, 8, 8}, *second, "frozen, untuned ");
-  check_linear({3, 100, 72, true, true, 5, 3}, *second, "frozen, untuned ");
+  check_linear({64, 1536, 1024, false, false, 8, 8}, *second, "frozen, untuned ");
+  check_linear({3, 100, 40, true, true, 5, 3}, *second, "frozen, untuned ");
   EXPECT_EQ(second->gemm_tuning().n_timed(), 0) << "a frozen table never times";
-  EXPECT_EQ(second->gemm_tuning().size(), 2u) << "a frozen table never grows";
+  EXPECT_EQ(second->gemm_tuning().size(), n_entries) << "a frozen table never grows";
+}
+
+// linear() of shapes never seen before, inside a stream capture: no race may run (it would
+// synchronize and break the capture), and the replayed graph computes the right values.
+TEST_F(CudaGemm, UntunedShapesRunInsideAGraphCapture) {
+  const cuda::Driver& d = cuda::driver();
+  const std::int64_t before = gpu_->gemm_tuning().n_timed();
+  struct Io {
+    Case c;
+    Matrix x, w, b, out;
+    std::vector<float> expected;
+  };
+  std::vector<Io> ios;
+  for (const Case& c : {Case{5, 384, 256, true, false, 8, 8}, Case{5, 384, 256, true, true, 8, 0},
+                        Case{9, 640, 320, false, false, 0, 0}}) {
+    const auto x = random_bf16(std::size_t(c.m * c.k), 1.0f), w = random_bf16(std::size_t(c.n * c.k), 0.05f);
+    const std::vector<float> bias(std::size_t(c.n), 0.25f);
+    Io io{c, device_bf16(*gpu_, x, c.m, c.k, c.k + c.x_pad), device_bf16(*gpu_, w, c.n, c.k, c.k),
+          device_f32(*gpu_, bias, 1, c.n),
+          c.f32_out ? device_f32(*gpu_, {}, c.m, c.n) : device_bf16(*gpu_, {}, c.m, c.n, c.n + c.out_pad), {}};
+    Matrix cx = host_f32(cpu_, x, c.m, c.k), cw = host_f32(cpu_, w, c.n, c.k), cout = host_f32(cpu_, {}, c.m, c.n);
+    for (std::int64_t i = 0; i < c.m; ++i) {  // host reference in double
+      for (std::int64_t j = 0; j < c.n; ++j) {
+        double acc = c.bias ? 0.25 : 0.0;
+        for (std::int64_t l = 0; l < c.k; ++l) {
+          acc += double(static_cast<float*>(cx.t.data)[i * c.k + l]) * double(static_cast<float*>(cw.t.data)[j * c.k + l]);
+        }
+        io.expected.push_back(float(acc));
+      }
+    }
+    ios.push_back(std::move(io));
+  }
+  gpu_->synchronize();
+  cuda::check(d.stream_begin_capture(gpu_->stream().handle(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+              "cuStreamBeginCapture");
+  try {
+    for (Io& io : ios) gpu_->linear(io.x.t, io.w.t, io.c.bias ? &io.b.t : nullptr, io.out.t);
+  } catch (...) {
+    CUgraph discarded = nullptr;
+    d.stream_end_capture(gpu_->stream().handle(), &discarded);
+    if (discarded) d.graph_destroy(discarded);
+    throw;
+  }
+  CUgraph graph = nullptr;
+  cuda::check(d.stream_end_capture(gpu_->stream().handle(), &graph), "cuStreamEndCapture");
+  CUgraphExec exec = nullptr;
+  cuda::check(d.graph_instantiate(&exec, graph, 0), "cuGraphInstantiate");
+  cuda::check(d.graph_launch(exec, gpu_->stream().handle()), "cuGraphLaunch");
+  gpu_->synchronize();
+  d.graph_exec_destroy(exec);
+  d.graph_destroy(graph);
+  EXPECT_EQ(gpu_->gemm_tuning().n_timed(), before) << "nothing is timed inside a capture";
+  for (const Io& io : ios) {
+    expect_close(fmt::format("graph [{}, {}] x [{}, {}]^T{} -> {}", io.c.m, io.c.k, io.c.n, io.c.k,
+                             io.c.bias ? " + bias" : "", io.c.f32_out ? "f32" : "bf16"),
+                 device_values(*gpu_, io.out), io.expected, io.c.f32_out ? 1e-3f : 2e-2f, io.c.f32_out ? 1e-3f : 1.6e-2f);
+  }
 }
 
 TEST_F(CudaGemm, ThroughputOfLargeAndDecodeGemms) {
@@ -206,15 +274,16 @@ TEST_F(CudaGemm, ThroughputOfLargeAndDecodeGemms) {
     Matrix x = device_bf16(*gpu_, random_bf16(std::size_t(s.m * s.k), 1.0f), s.m, s.k, s.k);
     Matrix w = device_bf16(*gpu_, random_bf16(std::size_t(s.n * s.k), 0.05f), s.n, s.k, s.k);
     Matrix o = device_bf16(*gpu_, {}, s.m, s.n, s.n);
+    // Heuristic, tuned, heuristic again: the repeat shows how much clocks drifted meanwhile.
     std::string line;
-    for (const TuneEffort effort : {TuneEffort::off, TuneEffort::normal}) {
+    for (const TuneEffort effort : {TuneEffort::off, TuneEffort::normal, TuneEffort::off}) {
       GemmTuning t;
       t.set_effort(effort);
       gpu_->install_gemm_tuning(std::move(t));
       const float ms = time_ms([&] { gpu_->linear(x.t, w.t, nullptr, o.t); }, s.m == 1 ? 200 : 20);
       const double tflops = 2.0 * double(s.m) * double(s.n) * double(s.k) / (double(ms) * 1e9);
       const double weight_gbps = double(s.n * s.k * 2) / (double(ms) * 1e6);
-      line += fmt::format("  {}: {:.1f} us, {:.1f} TFLOP/s, weights {:.0f} GB/s", effort == TuneEffort::off ? "heuristic" : "tuned",
+      line += fmt::format("  {}: {:.1f} us {:.0f} TFLOP/s {:.0f} GB/s", effort == TuneEffort::off ? "heuristic" : "tuned",
                           ms * 1000.0f, tflops, weight_gbps);
     }
     std::printf("[ gemm     ] %-36s%s\n", s.what, line.c_str());

@@ -173,13 +173,18 @@ TEST_P(CudaModel, ChunkedPrefillAndMixedBatchEqualOneShot) {
     helios::SequencePages seq(*runner.pool, runner.page_size);
     alone.push_back(runner.prefill(seq, prompts.back()));
   }
+  // The NVRTC GEMM computes every output element the same way whatever the row count, so chunking
+  // changes nothing; cuBLASLt picks (and tunes) a different algorithm per m bucket, with another
+  // summation order, so chunked rows agree only to BF16 activation rounding (well inside the 5e-2
+  // bound against the CPU backend above).
+  const double tolerance = gpu_->gemm_engine_name() == "nvrtc" ? 1e-5 : 2e-2;
   // Dynamic NTK rope follows the length seen so far, so chunks legitimately differ past its limit.
   const bool dynamic_past_limit = runner.model->spec().rope.type == RopeType::dynamic &&
                                   std::int32_t(prompts[2].size()) > runner.model->spec().max_position_embeddings;
   for (std::size_t chunk : {1, 3, 8}) {
     if (dynamic_past_limit) break;
     helios::SequencePages seq(*runner.pool, runner.page_size);
-    EXPECT_LT(max_relative_error(runner.prefill(seq, prompts[2], chunk), alone[2]), 1e-5) << "chunk " << chunk;
+    EXPECT_LT(max_relative_error(runner.prefill(seq, prompts[2], chunk), alone[2]), tolerance) << "chunk " << chunk;
   }
   // Two sequences already decoding plus the rest prefilling, in one step.
   std::vector<std::unique_ptr<helios::SequencePages>> seqs;
@@ -202,7 +207,7 @@ TEST_P(CudaModel, ChunkedPrefillAndMixedBatchEqualOneShot) {
     const std::vector<float> got(batched.begin() + std::ptrdiff_t(offset * v), batched.begin() + std::ptrdiff_t((offset + n_rows) * v));
     const auto& all = alone[std::size_t(i)];
     const std::vector<float> want(all.end() - std::ptrdiff_t(n_rows * v), all.end());
-    EXPECT_LT(max_relative_error(got, want), 1e-5) << "sequence " << i;
+    EXPECT_LT(max_relative_error(got, want), tolerance) << "sequence " << i;
     offset += n_rows;
   }
 }

@@ -13,8 +13,10 @@ void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir, const
   cublaslt_ = CublasLt::try_load(cuda_root, &reason);
   if (!cublaslt_) return;  // the NVRTC kernel serves; gemm_engine_name() says so
   gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_);
-  gemm_tuning_file_ = GemmTuning::file_in(kernel_cache_dir, device().arch(), cublaslt_->version());
-  gemm_tuning_ = GemmTuning::load_file(gemm_tuning_file_);
+  // Loaded now, not on first use, since first use may be inside a graph capture.
+  function("bias_add", "flare_bias_add_bf16");
+  function("bias_add", "flare_bias_add_f32");
+  gemm_tuning_.attach_file(GemmTuning::file_in(kernel_cache_dir, device().arch(), cublaslt_->version()));
 }
 
 void CudaBackend::install_gemm_tuning(GemmTuning tuning) {
@@ -35,9 +37,7 @@ bool CudaBackend::linear_cublaslt(const Tensor& x, const Tensor& weight, const T
                         .m = x.rows,
                         .n = weight.rows,
                         .k = weight.cols};
-  const std::int64_t n_timed_before = gemm_tuning_.n_timed();
   const GemmResult result = gemm_->run(op, gemm_tuning_);
-  if (gemm_tuning_.n_timed() != n_timed_before && !gemm_tuning_.frozen()) gemm_tuning_.save_file(gemm_tuning_file_);
   if (result == GemmResult::unsupported) return false;
   if (result == GemmResult::bias_pending) {
     const bool to_f32 = out.dtype == DType::f32;

@@ -63,7 +63,9 @@ struct GemmRunner::Plan {
 
 namespace {
 
-// Up to n_wanted heuristic candidates that fit the workspace and the operands' alignments.
+// Up to n_wanted heuristic candidates that fit the workspace and the operands' alignments. cuBLASLt
+// answers NOT_SUPPORTED for a problem it has no kernel for, and INVALID_VALUE for an epilogue it does
+// not take with these types (an F32 bias with a BF16 output, on cuBLASLt 13.1): both mean none.
 std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const CublasLt& lt, const GemmRunner::Plan& p,
                                                        const GemmOperands& op, int n_wanted) {
   MatmulPreference pref(lt);
@@ -78,8 +80,11 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const CublasLt& lt, const
   const cublasStatus_t status = lt.api().algo_get_heuristic(lt.handle(), p.desc.get(), p.a.get(), p.b.get(), p.d.get(),
                                                             p.d.get(), pref.get(), int(results.size()), results.data(),
                                                             &n_returned);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) n_returned = 0;  // no algorithm for this problem
-  else lt.check(status, "cublasLtMatmulAlgoGetHeuristic");
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_INVALID_VALUE && p.bias_in_epilogue)) {
+    n_returned = 0;
+  } else {
+    lt.check(status, "cublasLtMatmulAlgoGetHeuristic");
+  }
   results.resize(std::size_t(std::max(n_returned, 0)));
   std::erase_if(results, [](const cublasLtMatmulHeuristicResult_t& r) {
     return r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > k_gemm_workspace_bytes;
@@ -153,15 +158,23 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   if (!plan->bias_in_epilogue) candidates = heuristic(lt_, *plan, op, n_wanted);
   if (candidates.empty()) return nullptr;
 
-  if (const GemmChoice* tuned = tuning.find(key)) {
-    const cublasLtMatmulAlgo_t algo = algo_of(tuned->algo);
+  const bool known = tuning.find(key) || (!tuning.frozen() && tuning.refresh() && tuning.find(key));
+  if (known) {
+    const cublasLtMatmulAlgo_t algo = algo_of(tuning.find(key)->algo);
     if (algo_fits(lt_, *plan, algo)) {
       plan->algo = algo;
       return plan;
-    }  // e.g. a bucket mate with less aligned operands: fall through to the heuristic
-  }
-  if (!may_time || tuning.find(key)) {
+    }
+    // e.g. a bucket mate with less aligned operands: the heuristic's first choice, not recorded
     plan->algo = candidates[0].algo;
+    return plan;
+  }
+  plan->algo = candidates[0].algo;
+  if (tuning.frozen() || tuning.effort() == TuneEffort::off) return plan;
+  if (!may_time) {
+    // Inside a capture: no race, but record the choice the graph bakes in, so eager runs of the
+    // shape (here or in another backend) use the same algorithm and compute the same bits.
+    tuning.record(key, {.algo = algo_words(plan->algo), .time_us = 0.0f, .n_candidates = 1});
     return plan;
   }
   const auto enqueue_candidate = [&](int i) {
@@ -171,7 +184,7 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   tuning.count_timed();
   if (raced.winner < 0) return nullptr;  // none of the heuristic's candidates runs
   plan->algo = candidates[std::size_t(raced.winner)].algo;
-  tuning.insert(key, {.algo = algo_words(plan->algo),
+  tuning.record(key, {.algo = algo_words(plan->algo),
                       .time_us = raced.time_us,
                       .n_candidates = std::uint16_t(candidates.size())});
   return plan;

@@ -7,9 +7,10 @@
 // op(w)[n, k] x x^T[k, m] with A = w (transposed), B = x, D = out; the bias has D's n rows.
 //
 // Each exact problem (shape, strides, dtypes, pointer alignments) gets a Plan once: descriptors and
-// the algorithm, chosen from the GemmTuning table by its bucketed key, else by timing the heuristic's
-// candidates (GemmTuner, gemm_tuner.h), else the heuristic's first candidate (table frozen, effort
-// off, or the stream is being captured into a graph). Running a plan enqueues one cublasLtMatmul on
+// the algorithm, chosen from the GemmTuning table by its bucketed key (refreshed from its file on a
+// miss), else by timing the heuristic's candidates (gemm_tuner.h) and recording the winner, else the
+// heuristic's first candidate: table frozen or effort off (not recorded), or the stream is being
+// captured into a graph (recorded, so eager runs agree with the graph). Running a plan enqueues one cublasLtMatmul on
 // the stream with the runner's 32 MiB workspace: no host synchronization and no allocation, so
 // it can be captured. Timing does synchronize, so it happens only outside a capture.
 //
@@ -59,7 +60,7 @@ class GemmRunner {
   GemmRunner& operator=(const GemmRunner&) = delete;
 
   // Enqueues the GEMM on the stream (see the header comment for how the algorithm is chosen; a race
-  // counts in tuning.n_timed() and inserts its winner into `tuning`).
+  // counts in tuning.n_timed() and records its winner in `tuning`).
   GemmResult run(const GemmOperands& op, GemmTuning& tuning);
 
   // Forgets every plan, so the next run of each problem consults the tuning table again.

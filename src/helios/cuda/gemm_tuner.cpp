@@ -9,6 +9,8 @@
 namespace flare::helios::cuda {
 namespace {
 
+constexpr float k_min_gain = 0.02f;  // a challenger must beat candidate 0 by 2%
+
 class Event {
  public:
   Event() { check(driver().event_create(&event_, CU_EVENT_DEFAULT), "cuEventCreate"); }
@@ -36,7 +38,7 @@ float elapsed_ms(const Event& start, const Event& end) {
 RaceSettings RaceSettings::for_effort(TuneEffort effort) {
   switch (effort) {
     case TuneEffort::off: return {.n_candidates = 1, .n_warmup = 0, .n_reps = 0, .n_rounds = 0};
-    case TuneEffort::normal: return {.n_candidates = 8, .n_warmup = 3, .n_reps = 10, .n_rounds = 2};
+    case TuneEffort::normal: return {.n_candidates = 8, .n_warmup = 3, .n_reps = 10, .n_rounds = 3};
     case TuneEffort::audit: return {.n_candidates = 16, .n_warmup = 5, .n_reps = 25, .n_rounds = 3};
   }
   fail(ExitCode::failure, "internal: tune effort {}", int(effort));
@@ -72,6 +74,13 @@ RaceResult race(int n_candidates, const std::function<bool(int)>& enqueue, const
       result.winner = i;
       result.time_us = t;
     }
+  }
+  // The heuristic's first choice stays unless another candidate is measurably faster: noise alone
+  // (clocks, power) must not replace it.
+  const float first = n_candidates > 0 ? result.times_us[0] : -1.0f;
+  if (result.winner > 0 && first >= 0.0f && result.time_us > first * (1.0f - k_min_gain)) {
+    result.winner = 0;
+    result.time_us = first;
   }
   return result;
 }

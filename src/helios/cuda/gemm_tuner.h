@@ -3,7 +3,8 @@
 // a candidate is: the caller enqueues candidate i. Each candidate runs n_warmup times, then
 // n_reps times between two events; a race is n_rounds such passes over all candidates, interleaved
 // so clock ramps and neighbours' noise hit every candidate alike, and a candidate's time is its best
-// round's mean. Synchronizes the stream: never call it while the stream is being captured.
+// round's mean. Candidate 0 (the heuristic's first choice) keeps the race unless another beats it by
+// 2%. Synchronizes the stream: never call it while the stream is being captured.
 #pragma once
 
 #include <functional>

@@ -1,6 +1,7 @@
 // The GEMM tuning table without a GPU: m buckets, the byte format's round trip, rejection of hostile
 // bytes (every truncation, every single-bit flip, forged checksums over bad fields), the file beside
-// the kernel cache (atomic save, damaged file = empty table), and effort names.
+// the kernel cache (atomic save, damaged file = empty table, decisions shared through it), and effort
+// names.
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -194,6 +195,32 @@ TEST_F(GemmTuningFile, SavesAtomicallyAndLoadsBack) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   EXPECT_EQ(GemmTuning::load_file(path).size(), 0u) << "a damaged file is a miss, not an error";
   EXPECT_THROW(GemmTuning::file_in(dir_, "../x", 1), Error);
+}
+
+TEST_F(GemmTuningFile, AttachedTablesShareDecisionsThroughTheFile) {
+  const fs::path path = GemmTuning::file_in(dir_, "sm_90", 130100);
+  GemmTuning a, b;
+  a.attach_file(path);
+  b.attach_file(path);
+  a.record(key(1, 4096, 4096), choice(1));
+  EXPECT_EQ(b.find(key(1, 4096, 4096)), nullptr) << "b looked before a recorded";
+  EXPECT_TRUE(b.refresh());
+  ASSERT_NE(b.find(key(1, 4096, 4096)), nullptr);
+  EXPECT_EQ(b.find(key(1, 4096, 4096))->algo, choice(1).algo);
+  EXPECT_FALSE(b.refresh()) << "nothing new";
+  b.record(key(8, 4096, 4096), choice(2));  // saving merges a's entries, so neither is lost
+  GemmTuning c;
+  c.attach_file(path);
+  EXPECT_EQ(c.size(), 2u);
+  EXPECT_EQ(c.find(key(1, 4096, 4096))->algo, choice(1).algo) << "b's save kept a's entry";
+
+  c.set_frozen(true);
+  c.record(key(64, 4096, 4096), choice(3));
+  EXPECT_EQ(GemmTuning::load_file(path).size(), 2u) << "a frozen table records in memory only";
+  GemmTuning detached;
+  detached.record(key(1, 100, 72), choice(4));
+  EXPECT_FALSE(detached.refresh());
+  EXPECT_EQ(GemmTuning::load_file(path).size(), 2u);
 }
 
 TEST(GemmTuning, EffortNamesMatchTheFlag) {
