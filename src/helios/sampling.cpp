@@ -2,6 +2,7 @@
 #include "helios/sampling.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -11,13 +12,6 @@
 
 namespace flare::helios {
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Raw log-softmax pieces: max and log-sum-exp.
 double log_sum_exp(std::span<const float> logits, float max_logit) {
@@ -108,9 +102,27 @@ std::int32_t draw(const std::vector<float>& logits, const SamplingParams& params
 
 }  // namespace
 
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011): a
+// counter-based generator, so the draw of any (seed, index) costs ten rounds and no state. The CUDA
+// sampler (kernels/sample.cu) carries the same function; both are checked against Random123's
+// known answers and against each other.
+std::array<std::uint32_t, 4> sampling_philox(std::array<std::uint32_t, 4> counter, std::array<std::uint32_t, 2> key) {
+  constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    const std::uint64_t p0 = std::uint64_t(m0) * counter[0], p1 = std::uint64_t(m1) * counter[2];
+    counter = {std::uint32_t(p1 >> 32) ^ counter[1] ^ key[0], std::uint32_t(p1), std::uint32_t(p0 >> 32) ^ counter[3] ^ key[1],
+               std::uint32_t(p0)};
+    key = {key[0] + w0, key[1] + w1};
+  }
+  return counter;
+}
+
 double sampling_uniform(std::uint64_t seed, std::uint64_t output_index) {
-  const std::uint64_t bits = splitmix64(splitmix64(seed) ^ (output_index * 0xd1b54a32d192ed03ull));
-  return double(bits >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
+  // Keyed by the seed, counted by the output index; the first two words give 53 bits.
+  const auto x = sampling_philox({std::uint32_t(output_index), std::uint32_t(output_index >> 32), 0, 0},
+                                 {std::uint32_t(seed), std::uint32_t(seed >> 32)});
+  const std::uint64_t bits = ((std::uint64_t(x[0]) << 32) | x[1]) >> 11;
+  return double(bits) * (1.0 / 9007199254740992.0);  // 2^-53
 }
 
 void sampling_params_validate(const SamplingParams& params, std::int32_t vocab_size) {

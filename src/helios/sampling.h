@@ -1,11 +1,12 @@
 // Token sampling with one semantics for every backend (the CUDA backend's kernels are checked
 // against this). Order of processing, as vLLM: logit bias, repetition penalty (prompt and output
 // tokens), presence and frequency penalties (output tokens), then greedy (temperature 0) or
-// temperature, top-k, top-p, min-p and a draw. Randomness is counter-based: the draw for a
+// temperature, top-k, top-p, min-p and a draw. Randomness is counter-based (Philox4x32-10): the draw for a
 // request's i-th generated token depends only on (seed, i), so the same seed and prompt give the
 // same tokens whatever else shares the batch. Logprobs are the raw model's (before any processing).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -46,7 +47,12 @@ SampledToken sample_token(std::span<const float> logits, const SamplingParams& p
 // Checks parameters once at admission: ranges and the vocabulary size.
 void sampling_params_validate(const SamplingParams& params, std::int32_t vocab_size);
 
-// The uniform [0, 1) number the draw uses (exposed for tests and for the CUDA sampler).
+// The uniform [0, 1) number the draw uses: Philox4x32-10 keyed by the seed (low word first) at
+// counter (output_index low, high, 0, 0); the top 53 bits of words 0 and 1. The CUDA sampler
+// computes the same bits, so a seeded request draws the same tokens on every backend.
 double sampling_uniform(std::uint64_t seed, std::uint64_t output_index);
+
+// Philox4x32-10 itself (exposed for its known-answer test).
+std::array<std::uint32_t, 4> sampling_philox(std::array<std::uint32_t, 4> counter, std::array<std::uint32_t, 2> key);
 
 }  // namespace flare::helios

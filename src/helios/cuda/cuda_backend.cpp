@@ -51,6 +51,7 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   function("linear", "flare_linear_bf16");
   function("linear", "flare_linear_f32");
   function("gather_rows", "flare_gather_rows");
+  function("sample", "flare_sample");
   init_gemm(kernel_cache_dir, cuda_root);
 }
 

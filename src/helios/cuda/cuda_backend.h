@@ -20,6 +20,7 @@
 
 #include "helios/backend.h"
 #include "helios/cuda/cublaslt.h"
+#include "helios/cuda/cuda_sampler.h"
 #include "helios/cuda/driver.h"
 #include "helios/cuda/gemm_runner.h"
 #include "helios/cuda/step_staging.h"
@@ -45,11 +46,10 @@ class CudaBackend final : public Backend {
   // GEMMs (cuda_backend_gemm.cpp): "cublaslt" when cuBLASLt loaded, else "nvrtc" (the plain tiled
   // kernel, also used for any problem cuBLASLt has no algorithm for).
   std::string_view gemm_engine_name() const { return gemm_ ? "cublaslt" : "nvrtc"; }
-  // The algorithm table: set effort or frozen here before the first linear(). It starts attached
-  // to the kernel cache's table for this GPU and cuBLASLt version, which its races update.
+  // The algorithm table: set effort or frozen here before the first linear(). It starts as the
+  // kernel cache's saved table for this GPU and cuBLASLt version; races update that file.
   GemmTuning& gemm_tuning() { return gemm_tuning_; }
-  // Replaces the table as it is (settings and file attachment included), e.g. with a package's
-  // frozen table; forgets chosen plans.
+  // Replaces the table (settings included), e.g. with a package's frozen table; forgets chosen plans.
   void install_gemm_tuning(GemmTuning tuning);
 
   std::unique_ptr<Buffer> allocate(std::size_t size_bytes) override;
@@ -74,6 +74,8 @@ class CudaBackend final : public Backend {
   void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) override;
   void swiglu(const Tensor& gate_up, Tensor out) override;
   void gather_logit_rows(const Tensor& x, Tensor out) override;
+  // On the device (cuda_sampler.cpp); rows it cannot handle go to the host default.
+  std::vector<SampledToken> sample(const Tensor& logits, std::span<const SampleRequest> requests) override;
 
  private:
   using Defines = std::vector<std::pair<std::string, std::string>>;
@@ -124,6 +126,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLt> cublaslt_;
   std::unique_ptr<GemmRunner> gemm_;
   GemmTuning gemm_tuning_;
+  std::filesystem::path gemm_tuning_file_;  // where races are saved ("" without cuBLASLt)
+
+  std::unique_ptr<SamplerScratch> sampler_;  // device sampling buffers, created by the first sample()
 };
 
 }  // namespace flare::helios::cuda

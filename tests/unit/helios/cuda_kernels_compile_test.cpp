@@ -50,7 +50,7 @@ TEST(CudaKernels, EmbeddedSourcesAreComplete) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"attention", "attention_decode", "attention_prefill", "bias_add",
                                             "embedding", "fill_random", "gather_rows", "head_rms_norm", "linear",
-                                            "rms_norm", "rotary", "swiglu"}));
+                                            "rms_norm", "rotary", "sample", "swiglu"}));
   EXPECT_EQ(embedded_kernel("rotary").name, "rotary");
   EXPECT_THROW(embedded_kernel("no_such_kernel"), Error);
 }
@@ -67,6 +67,17 @@ TEST_P(CudaKernelsPerArch, EveryKernelCompilesToACubin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, CudaKernelsPerArch, testing::Values("sm_80", "sm_89", "sm_90", "sm_120"));
+
+// The sampler as CudaBackend builds it (no defines: FLARE_BLOCK 512, whose register budget its
+// double-precision bucket sums must fit) for every architecture.
+TEST_P(CudaKernelsPerArch, SamplerCompilesWithTheBackendsBlockSize) {
+  FLARE_NEED_NVRTC(nvrtc);
+  CompileOptions o;
+  o.arch = GetParam();
+  const std::string cubin = nvrtc->compile(embedded_kernel("sample"), o);
+  EXPECT_TRUE(is_elf(cubin)) << GetParam();
+  EXPECT_NE(cubin.find("flare_sample"), std::string::npos);
+}
 
 TEST(CudaKernels, CompileErrorNamesTheKernelAndShowsTheLog) {
   FLARE_NEED_NVRTC(nvrtc);

@@ -2,6 +2,7 @@
 // seeded determinism, raw logprobs, and parameter validation.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -121,6 +122,30 @@ TEST(Sampling, RejectsBadParameters) {
   bad([](SamplingParams& p) { p.n_top_logprobs = 6; });
   SamplingParams ok;
   EXPECT_NO_THROW(sampling_params_validate(ok, 5));
+}
+
+// Random123's known answers (kat_vectors) for Philox4x32-10: counter, key -> output.
+TEST(Sampling, PhiloxMatchesKnownAnswers) {
+  using Words4 = std::array<std::uint32_t, 4>;
+  EXPECT_EQ(sampling_philox({0, 0, 0, 0}, {0, 0}), (Words4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(sampling_philox({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
+            (Words4{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(sampling_philox({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
+            (Words4{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+// The draw's uniform is Philox keyed by the seed at counter (index, 0, 0): 53 bits of words 0 and 1.
+// The CUDA sampler computes the same, so these values pin the contract between the two.
+TEST(Sampling, UniformIsPhiloxOfSeedAndIndex) {
+  const std::uint64_t seed = 0x299f31d0a4093822ull, index = 0x85a308d3243f6a88ull;
+  const auto x = sampling_philox({0x243f6a88, 0x85a308d3, 0, 0}, {0xa4093822, 0x299f31d0});
+  const double expected = double(((std::uint64_t(x[0]) << 32) | x[1]) >> 11) / 9007199254740992.0;
+  EXPECT_EQ(sampling_uniform(seed, index), expected);
+  // (seed 0, index 0): the first known answer's words 0 and 1.
+  EXPECT_EQ(sampling_uniform(0, 0), double(((std::uint64_t(0x6627e8d5) << 32) | 0xe169c58d) >> 11) / 9007199254740992.0);
+  EXPECT_NE(sampling_uniform(0, 1), sampling_uniform(0, 0));
+  EXPECT_NE(sampling_uniform(1ull << 32, 0), sampling_uniform(0, 0));  // the seed's high word counts
+  EXPECT_NE(sampling_uniform(0, 1ull << 32), sampling_uniform(0, 0));  // and the index's
 }
 
 TEST(Sampling, UniformIsInRangeAndSpread) {
