@@ -46,10 +46,11 @@ class CudaBackend final : public Backend {
   // GEMMs (cuda_backend_gemm.cpp): "cublaslt" when cuBLASLt loaded, else "nvrtc" (the plain tiled
   // kernel, also used for any problem cuBLASLt has no algorithm for).
   std::string_view gemm_engine_name() const { return gemm_ ? "cublaslt" : "nvrtc"; }
-  // The algorithm table: set effort or frozen here before the first linear(). It starts as the
-  // kernel cache's saved table for this GPU and cuBLASLt version; races update that file.
+  // The algorithm table: set effort or frozen here before the first linear(). It starts attached
+  // to the kernel cache's table for this GPU and cuBLASLt version, which its races update.
   GemmTuning& gemm_tuning() { return gemm_tuning_; }
-  // Replaces the table (settings included), e.g. with a package's frozen table; forgets chosen plans.
+  // Replaces the table as it is (settings and file attachment included), e.g. with a package's
+  // frozen table; forgets chosen plans.
   void install_gemm_tuning(GemmTuning tuning);
 
   std::unique_ptr<Buffer> allocate(std::size_t size_bytes) override;
@@ -126,7 +127,6 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLt> cublaslt_;
   std::unique_ptr<GemmRunner> gemm_;
   GemmTuning gemm_tuning_;
-  std::filesystem::path gemm_tuning_file_;  // where races are saved ("" without cuBLASLt)
 
   std::unique_ptr<SamplerScratch> sampler_;  // device sampling buffers, created by the first sample()
 };
