@@ -168,6 +168,7 @@ Tensor Model::forward_logits(const helios::Step& step, helios::KvCache& cache) {
   const helios::RotaryParams rope = upload_step(step, cache);
   if (graph && graph->attention_factor == rope.attention_factor) {
     backend_.replay(*graph->graph);
+    ++n_graph_replays_;
   } else {
     enqueue_step(n_logits, cache, rope);
   }

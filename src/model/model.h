@@ -78,6 +78,7 @@ class Model {
   bool capture_decode_graph(std::int32_t n_rows, helios::KvCache& cache, std::int32_t scratch_page);
   std::int32_t n_decode_graphs() const { return std::int32_t(decode_graphs_.size()); }
   std::size_t n_decode_graph_nodes() const;  // operations recorded over every decode graph
+  std::int64_t n_graph_replays() const { return n_graph_replays_; }  // steps run by a decode graph
   void drop_decode_graphs() { decode_graphs_.clear(); }
 
  private:
@@ -110,6 +111,7 @@ class Model {
   std::shared_ptr<Scratch> scratch_;
   std::uint64_t scratch_generation_ = 0;  // bumped whenever an activation buffer moves
   std::map<std::int32_t, DecodeGraph> decode_graphs_;  // by n_rows
+  std::int64_t n_graph_replays_ = 0;
 };
 
 // Reads and converts every weight the spec needs from the checkpoint onto the backend.
