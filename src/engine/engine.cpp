@@ -106,6 +106,7 @@ void LocalEngine::drain_inbox(std::deque<Submission>& submissions, std::deque<Ca
 }
 
 void LocalEngine::loop() {
+  runner_->bind_thread();
   for (;;) {
     std::deque<Submission> submissions;
     std::deque<Cancellation> cancels;

@@ -29,6 +29,8 @@ class StepRunner {
  public:
   virtual ~StepRunner() = default;
   virtual std::int32_t vocab_size() const = 0;
+  // Called once on the engine thread before its first step (a GPU runner binds its context).
+  virtual void bind_thread() {}
   // Runs `copies` (copy-on-write of shared KV pages) and then the step; writes the logits of the
   // rows' requested positions, [step.n_logit_rows(), vocab_size] f32, into `logits`.
   virtual void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) = 0;

@@ -28,6 +28,7 @@ class ModelStepRunner final : public StepRunner {
   ~ModelStepRunner() override;
 
   std::int32_t vocab_size() const override { return model_->spec().vocab_size; }
+  void bind_thread() override { backend_->bind_thread(); }
   void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) override;
   const model::Model& model() const { return *model_; }
 

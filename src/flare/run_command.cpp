@@ -19,6 +19,7 @@
 #include "common/terminal.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "flare/gpu_runtime.h"
 #include "flare/package_selection.h"
 #include "helios/cpu/cpu_backend.h"
 #include "model/model.h"
@@ -38,6 +39,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::int64_t kMinTokensPerRequest = 8192;
 constexpr std::uint64_t kHostHeadroomBytes = 512 * kMiB;
+constexpr std::uint64_t kGpuHeadroomBytes = kGiB;  // driver, cuBLASLt workspace, sampling scratch
 
 helios::DType parse_dtype(const std::string& text) {
   if (text == "BF16") return helios::DType::bf16;
@@ -89,18 +91,44 @@ struct KvSizing {
   std::string limited_by;
 };
 
-// Pages for the CPU backend: the memory budget (half of available host memory by default, or
-// --memory-limit), bounded by the --kv-cache-limit ceiling; a pool below its floor is a capacity
-// error in the spec's form.
-KvSizing size_kv_cache(const RunOptions& options, const Config& config, std::uint64_t fixed_bytes,
-                       std::uint64_t bytes_per_token, std::int64_t context, std::int64_t concurrency,
-                       std::int64_t page_tokens) {
-  const std::uint64_t available = host_memory_bytes("MemAvailable");
-  const std::uint64_t total = host_memory_bytes("MemTotal");
-  std::uint64_t budget = available / 2;
-  std::string budget_source = "half of available host memory";
+// Where the KV pages will live. On the CPU, `fixed_bytes` (weights and scratch) is charged against
+// the budget; on a GPU, the weights are already resident, so `available` is what is free now and
+// `held` what the model holds (charged against occupied and fractional limits only).
+struct KvMemory {
+  bool gpu = false;
+  std::uint64_t available = 0;
+  std::uint64_t total = 0;
+  std::uint64_t held = 0;
+  std::uint64_t headroom = kHostHeadroomBytes;
+  std::optional<std::uint64_t> package_reserve;  // GPU: the package's serving reserve
+};
+
+KvMemory host_kv_memory() {
+  return {false, host_memory_bytes("MemAvailable"), host_memory_bytes("MemTotal"), 0, kHostHeadroomBytes, std::nullopt};
+}
+
+// Pages from the memory budget (CPU: half of available host memory by default; GPU: all free
+// memory less the serving reserve; either way --memory-limit replaces the default), bounded by the
+// --kv-cache-limit ceiling; a pool below its floor is a capacity error in the spec's form.
+KvSizing size_kv_cache(const RunOptions& options, const Config& config, const KvMemory& memory,
+                       std::uint64_t fixed_bytes, std::uint64_t bytes_per_token, std::int64_t context,
+                       std::int64_t concurrency, std::int64_t page_tokens) {
+  const std::uint64_t available = memory.gpu ? memory.available + memory.held : memory.available;
+  const std::uint64_t total = memory.total;
+  const std::uint64_t kHostHeadroomBytes = memory.headroom;
+  if (memory.gpu) fixed_bytes = memory.held;
+  std::uint64_t budget = memory.gpu ? available : available / 2;
+  std::string budget_source = memory.gpu ? "free GPU memory" : "half of available host memory";
   CapacityTerm supply_term{available, "available", ""};
   std::vector<CapacityTerm> deductions{{kHostHeadroomBytes, "headroom", ""}};
+  if (memory.gpu && !options.memory_limit) {
+    const std::uint64_t reserve = config.memory.reserve_bytes.value_or(memory.package_reserve.value_or(0));
+    if (reserve > 0) {
+      budget = available > reserve ? available - reserve : 0;
+      budget_source = config.memory.reserve_bytes ? "[memory] reserve" : "the package's serving reserve";
+      deductions.push_back({reserve, "reserve", ""});
+    }
+  }
   if (options.memory_limit) {
     const MemoryLimit limit = parse_memory_limit(*options.memory_limit);
     switch (limit.kind) {
@@ -123,7 +151,7 @@ KvSizing size_kv_cache(const RunOptions& options, const Config& config, std::uin
         deductions.clear();
         break;
     }
-  } else if (config.memory.reserve_bytes) {
+  } else if (config.memory.reserve_bytes && !memory.gpu) {
     budget = available > *config.memory.reserve_bytes ? available - *config.memory.reserve_bytes : 0;
     budget_source = "[memory] reserve";
     deductions.push_back({*config.memory.reserve_bytes, "reserve", ""});
@@ -140,7 +168,9 @@ KvSizing size_kv_cache(const RunOptions& options, const Config& config, std::uin
     ceiling = context * concurrency;
     floor_tokens = page_tokens * concurrency;
   } else {
-    ceiling = context * concurrency;  // more than this holds no useful history on the CPU
+    // On the CPU, more than one context per slot holds no useful history; a GPU's pool fills the
+    // budget (the prefix cache keeps what the active requests do not need).
+    ceiling = memory.gpu ? std::int64_t(1) << 40 : context * concurrency;
     floor_tokens = std::min(kMinTokensPerRequest, context) * concurrency;
   }
   if (tokens > ceiling) {
@@ -225,11 +255,19 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     stage.ok(options.verify_weights ? "every payload" : "frontend payloads and layout");
   }
 
-  // Target and GPUs: this build executes CPU packages.
-  if (manifest.target() != "cpu")
-    fail_usage("package {} was prepared for {}; this build runs CPU packages only (export with --cpu)",
-               selected.path.string(), manifest.target());
-  if (options.gpus) fail_usage("--gpus: package {} was prepared for the CPU backend", selected.path.string());
+  // Target and GPUs: a CPU package runs on the CPU backend; an sm_NN package on a GPU of that
+  // architecture, from its own kernels.
+  const bool on_gpu = manifest.target() != "cpu";
+  if (!on_gpu && options.gpus) fail_usage("--gpus: package {} was prepared for the CPU backend", selected.path.string());
+  std::unique_ptr<GpuRuntime> gpu;
+  std::uint64_t gpu_free_before_load = 0;
+  if (on_gpu) {
+    std::optional<std::vector<int>> gpus;
+    if (options.gpus) gpus = parse_gpu_list(*options.gpus);
+    gpu = std::make_unique<GpuRuntime>(*pkg, gpus, config.kernel_cache(),
+                                       config.paths.cuda.value_or(std::filesystem::path("/usr/local/cuda")));
+    gpu_free_before_load = gpu->memory().free_bytes;
+  }
   if (manifest.deployments_size() != 1) fail_input("package {} has {} deployments; expected one", selected.path.string(),
                                                    manifest.deployments_size());
   const proto::Capacities& capacities = manifest.deployments(0).capacities();
@@ -250,7 +288,15 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
 
   // Load weights.
   const model::ModelSpec spec = model::model_spec_parse(manifest.model_config_json(), "package model configuration");
-  auto backend = std::make_unique<helios::cpu::CpuBackend>();
+  std::unique_ptr<helios::Backend> backend;
+  std::int32_t cpu_threads = 0;
+  if (gpu) {
+    backend = gpu->take_backend();
+  } else {
+    auto cpu = std::make_unique<helios::cpu::CpuBackend>();
+    cpu_threads = cpu->n_threads();
+    backend = std::move(cpu);
+  }
   std::unique_ptr<model::Model> loaded;
   {
     std::uint64_t weight_bytes = 0;
@@ -280,11 +326,17 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   }
   {
     ProgressStage stage(terminal, stderr, "Load kernels");
-    stage.ok(fmt::format("0 compiled, 0 tuned (CPU backend, {} threads)", backend->n_threads()));
+    if (gpu) {
+      const std::size_t n_modules = gpu->load_kernels();
+      stage.ok(fmt::format("{} kernel modules and {} tuned GEMM shapes from the package; {} compiled, {} tuned ({})",
+                           n_modules, gpu->n_tuned_shapes(), gpu->n_compiled(), gpu->n_tuned(), gpu->device_label()));
+    } else {
+      stage.ok(fmt::format("0 compiled, 0 tuned (CPU backend, {} threads)", cpu_threads));
+    }
   }
   {
     ProgressStage stage(terminal, stderr, "Build graphs");
-    stage.ok("0 graphs (CPU)");
+    stage.ok(gpu ? "0 graphs (steps run eagerly)" : "0 graphs (CPU)");
   }
 
   // Allocate caches.
@@ -297,7 +349,17 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     ProgressStage stage(terminal, stderr, "Allocate caches");
     std::uint64_t fixed = manifest.memory_cost().graph_and_scratch_bytes();
     for (const auto& view : manifest.tensors()) fixed += view.length_bytes();
-    kv = size_kv_cache(options, config, fixed, bytes_per_token, context, concurrency, page_tokens);
+    KvMemory memory = host_kv_memory();
+    if (gpu) {
+      const GpuDeviceMemory now = gpu->memory();
+      memory = {true, now.free_bytes, now.total_bytes,
+                gpu_free_before_load > now.free_bytes ? gpu_free_before_load - now.free_bytes : 0, kGpuHeadroomBytes,
+                manifest.serving_reserve_bytes()};
+      // Scratch for the largest step is allocated on the first step; keep it out of the pages.
+      memory.held += manifest.memory_cost().graph_and_scratch_bytes();
+      memory.available -= std::min(memory.available, manifest.memory_cost().graph_and_scratch_bytes());
+    }
+    kv = size_kv_cache(options, config, memory, fixed, bytes_per_token, context, concurrency, page_tokens);
     engine_options.max_concurrency = static_cast<std::int32_t>(concurrency);
     engine_options.prefill_chunk_tokens = static_cast<std::int32_t>(capacities.prefill_chunk_tokens());
     engine_options.page_size_tokens = static_cast<std::int32_t>(page_tokens);
@@ -322,8 +384,17 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   const std::unique_ptr<server::Frontend> frontend = server::make_text_frontend(assets);
   for (auto id : server::eos_token_ids(assets, *frontend)) engine_options.eos_token_ids.push_back(id);
 
-  auto runner = std::make_unique<engine::ModelStepRunner>(std::move(backend), std::move(loaded), engine_options,
-                                                          helios::DType::bf16);
+  std::unique_ptr<engine::ModelStepRunner> runner;
+  try {
+    runner = std::make_unique<engine::ModelStepRunner>(std::move(backend), std::move(loaded), engine_options,
+                                                       helios::DType::bf16);
+  } catch (const Error& e) {
+    if (!gpu || e.code() != ExitCode::failure) throw;
+    // The device refused the planned pool (another process took memory since it was measured).
+    fail(ExitCode::capacity, "cannot allocate {} KV tokens on {}: {}\nOptions: a lower --max-concurrency, "
+         "--kv-cache-limit context, or a reserve (--memory-limit -8G)", format_count(static_cast<std::uint64_t>(kv.tokens)),
+         gpu->device_label(), e.what());
+  }
   engine::LocalEngine engine(engine_options, std::move(runner));
 
   // Start HTTP.
@@ -370,7 +441,11 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
                options.memory_limit.value_or("none").c_str(), format_elapsed(Clock::now() - started).c_str());
   std::fflush(stderr);
   http.run();
-  std::fprintf(stderr, "Stopped.\n");
+  if (gpu)
+    std::fprintf(stderr, "Stopped. While serving: %lld kernels compiled, %lld GEMM shapes tuned.\n",
+                 static_cast<long long>(gpu->n_compiled()), static_cast<long long>(gpu->n_tuned()));
+  else
+    std::fprintf(stderr, "Stopped.\n");
   return 0;
 }
 

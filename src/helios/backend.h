@@ -110,6 +110,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual DType activation_dtype() const = 0;
+  // Makes the backend usable from the calling thread (a device backend binds its context); the
+  // engine thread calls it once before its first step.
+  virtual void bind_thread() {}
 
   // Memory and copies.
   virtual std::unique_ptr<Buffer> allocate(std::size_t size_bytes) = 0;

@@ -11,6 +11,7 @@
 #include "common/sizes.h"
 #include "common/terminal.h"
 #include "ignition/config_template.h"
+#include "ignition/gpu_preparation.h"
 #include "ignition/memory_plan.h"
 #include "ignition/resolve.h"
 #include "ignition/signing_identity.h"
@@ -18,6 +19,7 @@
 #include "model/spec.h"
 #include "package/cache.h"
 #include "package/crypto.h"
+#include "package/executables.h"
 #include "package/package.h"
 
 #ifndef FLARE_ASSETS_DIR
@@ -81,6 +83,24 @@ std::uint64_t prepared_weight_bytes(const model::ModelSpec& spec) {
   return per_layer * spec.n_layers + embedding;
 }
 
+// The prepared tensors of the in-memory weight payloads, by the manifest's views.
+model::PreparedLookup prepared_lookup(const proto::Manifest& manifest,
+                                      const std::vector<std::pair<std::string, std::vector<std::byte>>>& payloads) {
+  return [&manifest, &payloads](const std::string& name, model::PreparedTensorRef& out) {
+    for (const auto& view : manifest.tensors()) {
+      if (view.name() != name) continue;
+      for (const auto& [payload_name, bytes] : payloads) {
+        if (payload_name != view.payload()) continue;
+        out.dtype = view.dtype() == "BF16" ? helios::DType::bf16 : helios::DType::f32;
+        out.shape.assign(view.shape().begin(), view.shape().end());
+        out.bytes = std::span<const std::byte>(bytes).subspan(view.offset_bytes(), view.length_bytes());
+        return true;
+      }
+    }
+    return false;
+  };
+}
+
 struct Phase {
   ProgressStage stage;
   Phase(const TerminalInfo& terminal, const std::string& name, std::optional<std::uint64_t> total = std::nullopt)
@@ -133,12 +153,11 @@ int run_export(const ExportOptions& options) {
   std::optional<std::vector<int>> gpus;
   if (options.gpus) gpus = parse_gpu_list(*options.gpus);
   const BackendSelection selection = select_backend(discover_gpus(), gpus, options.cpu);
-  std::string backend_line = selection.summary;
-  if (!selection.cpu) {
-    // The CUDA backend is not part of this build yet: prepare for the CPU and say so.
-    backend_line = "CPU backend (the CUDA backend is not built yet; " + selection.summary + " not used)";
-  }
-  std::fprintf(stderr, "Select GPUs. %s\n", backend_line.c_str());
+  const bool on_gpu = !selection.cpu;
+  if (on_gpu && selection.gpus.size() != 1)
+    fail_usage("--gpus names {} GPUs, but {} is prepared for tensor parallel size 1 only; name one GPU",
+               selection.gpus.size(), recipe.name);
+  std::fprintf(stderr, "Select GPUs. %s\n", selection.summary.c_str());
 
   // Settings: flags > configuration > recipe.
   const ModelSettings file_settings = config.settings_for(resolved.served_names, options.max_concurrency.has_value());
@@ -172,6 +191,12 @@ int run_export(const ExportOptions& options) {
   demand.max_concurrency = static_cast<std::int32_t>(max_concurrency);
   demand.min_tokens_per_request = static_cast<std::int32_t>(std::min<std::int64_t>(kMinTokensPerRequest, context));
   MemorySupply supply{host_memory_bytes("MemAvailable"), kGiB, config.memory.reserve_bytes.value_or(0), "CPU memory"};
+  if (on_gpu) {
+    // Warm-up and capture headroom (spec: 1 GiB plus 128 KiB per prefill token above 4096).
+    const std::uint64_t extra = prefill_chunk > 4096 ? std::uint64_t(prefill_chunk - 4096) * 128 * kKiB : 0;
+    supply = {selection.gpus[0].free_bytes, kGiB + extra, config.memory.reserve_bytes.value_or(0),
+              fmt::format("GPU {}", selection.gpus[0].visible_index)};
+  }
   const MemoryPlan plan = plan_memory(demand, supply);
   if (options.verbose)
     std::fprintf(stderr, "  memory plan: needs %s (weights %s, scratch %s, minimum pages); has %s of %s after headroom and reserve\n",
@@ -184,6 +209,18 @@ int run_export(const ExportOptions& options) {
   package::ModelCache cache(options.model_cache ? *options.model_cache : config.package_cache());
   std::vector<std::pair<std::string, std::vector<std::byte>>> weight_payloads;
   std::int32_t n_reused = 0;
+  std::unique_ptr<GpuPreparation> gpu;
+  if (on_gpu) {
+    GpuPreparationOptions gpu_options;
+    gpu_options.device_index = selection.gpus[0].visible_index;
+    gpu_options.kernel_cache_dir = config.kernel_cache();
+    if (config.paths.cuda) gpu_options.cuda_root = *config.paths.cuda;
+    gpu_options.autotune_effort = options.autotune_effort.value_or("default");
+    gpu_options.buckets = concurrency_buckets(static_cast<std::int32_t>(max_concurrency));
+    gpu_options.prefill_chunk_tokens = prefill_chunk;
+    gpu_options.page_size_tokens = recipe.page_size_tokens;
+    gpu = std::make_unique<GpuPreparation>(spec, gpu_options);
+  }
   {
     Phase phase(terminal, "Load weights", static_cast<std::uint64_t>(spec.n_layers + 1));
     model::prepare_weights(spec, resolved.checkpoint_dir, [&](model::PreparedGroup&& group) {
@@ -201,20 +238,36 @@ int run_export(const ExportOptions& options) {
     if (options.no_weights && n_reused != static_cast<std::int32_t>(weight_payloads.size()))
       fail(ExitCode::preparation, "--no-weights: {} of {} weight payloads are not in the cache {}",
            weight_payloads.size() - n_reused, weight_payloads.size(), cache.root().string());
-    phase.stage.ok(fmt::format("{} payloads, {}, {} already cached", weight_payloads.size(),
-                               format_bytes(demand.weight_bytes), n_reused));
+    if (gpu) gpu->load_weights(prepared_lookup(manifest, weight_payloads));
+    phase.stage.ok(fmt::format("{} payloads, {}, {} already cached{}", weight_payloads.size(),
+                               format_bytes(demand.weight_bytes), n_reused,
+                               gpu ? " (uploaded to " + gpu->device_name() + ")" : ""));
   }
   {
     Phase phase(terminal, "Tune kernels");
-    phase.stage.ok("0 kernels (the CPU backend runs fixed kernels)");
+    if (gpu) {
+      gpu->tune_gemms();
+      phase.stage.ok(fmt::format("{} GEMM shapes timed ({} effort)", gpu->counts().n_tuned,
+                                 options.autotune_effort.value_or("default")));
+    } else {
+      phase.stage.ok("0 kernels (the CPU backend runs fixed kernels)");
+    }
   }
   {
     Phase phase(terminal, "Compile forwards");
-    phase.stage.ok("0 forwards (the CPU backend executes steps directly)");
+    if (gpu) {
+      gpu->compile_forwards();
+      const GpuPreparationCounts& c = gpu->counts();
+      phase.stage.ok(fmt::format("{} forwards; {} kernel modules ({} compiled, {} from the kernel cache); {} GEMM "
+                                 "shapes tuned in all",
+                                 c.n_forwards, gpu->kernel_images().size(), c.n_compiled, c.n_reused, c.n_shapes));
+    } else {
+      phase.stage.ok("0 forwards (the CPU backend executes steps directly)");
+    }
   }
   // The CPU shares its memory with everything else on the host: its pages are bounded by one
   // context per request slot rather than by all free memory.
-  const std::int64_t kv_tokens = std::min<std::int64_t>(plan.kv_tokens, max_concurrency * context);
+  const std::int64_t kv_tokens = on_gpu ? plan.kv_tokens : std::min<std::int64_t>(plan.kv_tokens, max_concurrency * context);
   const std::int64_t n_pages = (kv_tokens + recipe.page_size_tokens - 1) / recipe.page_size_tokens;
   {
     Phase phase(terminal, "Allocate KV cache");
@@ -225,10 +278,18 @@ int run_export(const ExportOptions& options) {
   const auto buckets = concurrency_buckets(static_cast<std::int32_t>(max_concurrency));
   {
     Phase phase(terminal, "Capture graphs");
-    phase.stage.ok("0 graphs (CPU)");
+    if (gpu) {
+      gpu->capture_graphs();
+      phase.stage.ok(fmt::format("{} decode graphs", gpu->counts().n_graphs));
+    } else {
+      phase.stage.ok("0 graphs (CPU)");
+    }
   }
-  std::fprintf(stderr, "Graph catalog: decode buckets %s; prefill chunk %d tokens; no captured graphs on the CPU backend\n",
-               fmt::format("{}", fmt::join(buckets, ", ")).c_str(), prefill_chunk);
+  std::fprintf(stderr, "Graph catalog: decode buckets %s; prefill chunk %d tokens; %s\n",
+               fmt::format("{}", fmt::join(buckets, ", ")).c_str(), prefill_chunk,
+               !gpu ? "no captured graphs on the CPU backend"
+                    : gpu->counts().n_graphs > 0 ? "decode buckets captured at load"
+                                                 : "steps run eagerly (no graphs captured)");
 
   // Manifest: identity, capacities, memory model, sampling.
   auto* identity = manifest.mutable_model();
@@ -240,7 +301,8 @@ int run_export(const ExportOptions& options) {
   identity->set_checkpoint_revision(resolved.revision);
   identity->set_architecture(resolved.architecture);
   manifest.set_license(recipe.license);
-  manifest.set_target("cpu");
+  manifest.set_target(gpu ? gpu->arch() : "cpu");
+  if (gpu) manifest.set_kernel_compiler(gpu->compiler());
   manifest.set_kv_page_tokens(static_cast<std::uint32_t>(recipe.page_size_tokens));
   manifest.set_kv_cache_dtype("BF16");
   manifest.set_history_kinds("attention");
@@ -253,8 +315,9 @@ int run_export(const ExportOptions& options) {
   deployment->set_tensor_parallel(1);
   auto* rank = deployment->add_ranks();
   rank->set_rank(0);
-  rank->set_fixed_bytes(demand.weight_bytes + demand.scratch_bytes);
-  rank->set_n_graphs(0);
+  rank->set_fixed_bytes(std::max<std::uint64_t>(demand.weight_bytes + demand.scratch_bytes,
+                                                gpu ? gpu->device_bytes_in_use() : 0));
+  rank->set_n_graphs(gpu ? static_cast<std::uint32_t>(gpu->counts().n_graphs) : 0);
   auto* capacities = deployment->mutable_capacities();
   for (auto bucket : buckets) capacities->add_concurrency_buckets(bucket);
   capacities->set_max_concurrency(static_cast<std::uint32_t>(max_concurrency));
@@ -275,6 +338,16 @@ int run_export(const ExportOptions& options) {
     package::PackageBuilder builder(manifest);
     for (auto& [name, bytes] : weight_payloads)
       builder.add_payload(name, proto::PAYLOAD_ROLE_WEIGHT, std::move(bytes));
+    std::size_t n_executables = 0;
+    if (gpu) {
+      const auto images = gpu->kernel_images();
+      package::add_executables(builder, images, "kernels");
+      n_executables = images.size();
+      if (const std::string table = gpu->gemm_tuning_table(); !table.empty()) {
+        package::add_executables(builder, {{std::string(package::kGemmTuningKey), table}}, "tuning");
+        ++n_executables;
+      }
+    }
     std::int32_t n_frontend = 0;
     for (const char* file : kFrontendFiles) {
       const fs::path path = resolved.checkpoint_dir / file;
@@ -284,8 +357,9 @@ int run_export(const ExportOptions& options) {
       ++n_frontend;
     }
     entry = cache.publish_package(builder, signer.key, true);
-    phase.stage.ok(fmt::format("{} weight + {} frontend payloads, signed by {} ({})", weight_payloads.size(),
-                               n_frontend, signer.namespace_name, signer.key.fingerprint().substr(0, 16)));
+    phase.stage.ok(fmt::format("{} weight + {} executable + {} frontend payloads, signed by {} ({})",
+                               weight_payloads.size(), n_executables, n_frontend, signer.namespace_name,
+                               signer.key.fingerprint().substr(0, 16)));
   }
   write_config_template_if_absent(config, options.global.config.has_value(), resolved, max_concurrency);
   std::fprintf(stderr, "Published %s as the default of %s in %s\n", entry.text().c_str(), entry.model_key.c_str(),

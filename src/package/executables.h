@@ -12,6 +12,8 @@
 namespace flare::package {
 
 inline constexpr std::uint64_t kMaxExecutableBytes = 256ull << 20;
+// The key of the GEMM algorithm table (helios/gemm_tuning.h) among a package's executables.
+inline constexpr const char* kGemmTuningKey = "gemm-tuning";
 
 // Adds one payload per image ("<prefix>/<key stem>-<hash16>") and its manifest entry.
 // The name starts with the key's first word (e.g. the kernel's source name), for readability.

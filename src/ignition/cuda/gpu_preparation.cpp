@@ -1,0 +1,171 @@
+// GPU preparation (see gpu_preparation.h) on the CUDA backend.
+#include "ignition/gpu_preparation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "common/error.h"
+#include "helios/cuda/cuda_backend.h"
+#include "helios/gemm_tuning.h"
+#include "model/model.h"
+
+namespace flare::ignition {
+
+using helios::Step;
+using helios::StepRow;
+
+struct GpuPreparation::State {
+  model::ModelSpec spec;
+  GpuPreparationOptions options;
+  std::unique_ptr<helios::cuda::CudaBackend> backend;
+  std::unique_ptr<model::Model> model;
+  helios::KvCache cache;
+  GpuPreparationCounts counts;
+  std::size_t free_at_start = 0;
+
+  // A step of one row per entry of `row_tokens`, each starting at `start` with fresh pages; every
+  // row asks for the logits of its last token.
+  Step make_step(const std::vector<std::int32_t>& row_tokens, std::int32_t start) {
+    const std::int32_t page = options.page_size_tokens;
+    Step step;
+    std::int32_t page_cursor = 0;
+    for (std::int32_t n : row_tokens) {
+      StepRow row;
+      row.n_tokens = n;
+      row.start_position = start;
+      row.n_logits = 1;
+      row.first_block = std::int32_t(step.block_tables.size());
+      row.n_blocks = (start + n + page - 1) / page;
+      for (std::int32_t b = 0; b < row.n_blocks; ++b)
+        step.block_tables.push_back(page_cursor++ % cache.layout.n_pages);
+      for (std::int32_t t = 0; t < n; ++t) step.tokens.push_back((t * 7919 + start) % spec.vocab_size);
+      step.rows.push_back(row);
+    }
+    return step;
+  }
+
+  // Runs the step and checks its logits: a broken kernel shows here, not in the first request.
+  void run(const Step& step) {
+    const std::vector<float> logits = model->forward(step, cache);
+    for (float v : logits)
+      if (!std::isfinite(v))
+        fail(ExitCode::preparation, "the warm-up forward of {} tokens produced non-finite logits on {}",
+             step.n_tokens(), backend->device().arch());
+    ++counts.n_forwards;
+  }
+};
+
+GpuPreparation::GpuPreparation(const model::ModelSpec& spec, const GpuPreparationOptions& options)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.spec = spec;
+  s.options = options;
+  s.backend = std::make_unique<helios::cuda::CudaBackend>(options.device_index, options.kernel_cache_dir,
+                                                          options.cuda_root);
+  s.backend->gemm_tuning().set_effort(helios::parse_tune_effort(options.autotune_effort));
+  std::size_t total = 0;
+  helios::cuda::check(helios::cuda::driver().mem_get_info(&s.free_at_start, &total), "cuMemGetInfo");
+}
+
+GpuPreparation::~GpuPreparation() = default;
+
+std::string GpuPreparation::arch() const { return state_->backend->device().arch(); }
+std::string GpuPreparation::device_name() const { return state_->backend->device().name; }
+std::string GpuPreparation::compiler() const { return state_->backend->compiler(); }
+const GpuPreparationCounts& GpuPreparation::counts() const { return state_->counts; }
+
+void GpuPreparation::load_weights(const model::PreparedLookup& lookup) {
+  State& s = *state_;
+  model::Weights weights = model::weights_from_prepared(s.spec, lookup, *s.backend);
+  s.model = std::make_unique<model::Model>(s.spec, *s.backend, std::move(weights));
+  const std::int32_t page = s.options.page_size_tokens;
+  const std::uint32_t max_bucket = s.options.buckets.empty() ? 1 : s.options.buckets.back();
+  // Enough pages for one prefill chunk, or every bucket row at a short context, whichever is more.
+  const std::int32_t n_pages = std::max<std::int32_t>((s.options.prefill_chunk_tokens + page - 1) / page + 2,
+                                                      std::int32_t(max_bucket) * 4 + 4);
+  s.cache = s.backend->allocate_kv_cache(s.model->kv_cache_layout(n_pages, page));
+  s.model->reserve(s.options.prefill_chunk_tokens + std::int32_t(max_bucket), std::int32_t(max_bucket) + 1,
+                   std::int32_t(max_bucket) + 1);
+}
+
+void GpuPreparation::tune_gemms() {
+  State& s = *state_;
+  if (!s.model) fail(ExitCode::failure, "internal: tune_gemms before load_weights");
+  const std::int64_t timed_before = s.backend->gemm_tuning().n_timed();
+  // Every m bucket a serving step can produce (a prefill chunk plus a decode row per slot), each
+  // through one single-row forward: the GEMMs of every layer tune at that m on first use.
+  const std::uint32_t max_bucket = s.options.buckets.empty() ? 1 : s.options.buckets.back();
+  std::set<std::int64_t> buckets;
+  for (std::int64_t m = 1; m <= s.options.prefill_chunk_tokens + std::int64_t(max_bucket); ++m)
+    buckets.insert(helios::GemmTuning::bucket_m(m));
+  for (std::int64_t m : buckets) {
+    const std::int32_t tokens = std::int32_t(std::min<std::int64_t>(m, s.options.prefill_chunk_tokens));
+    s.run(s.make_step({tokens}, 0));
+  }
+  s.counts.n_tuned += s.backend->gemm_tuning().n_timed() - timed_before;
+}
+
+void GpuPreparation::compile_forwards() {
+  State& s = *state_;
+  if (!s.model) fail(ExitCode::failure, "internal: compile_forwards before load_weights");
+  const std::int64_t timed_before = s.backend->gemm_tuning().n_timed();
+  const std::int32_t page = s.options.page_size_tokens;
+  // A full prefill chunk, then each decode bucket over a short cached context, then a mixed step
+  // (a prefill chunk continuing after cached tokens beside decode rows).
+  s.run(s.make_step({s.options.prefill_chunk_tokens}, 0));
+  for (std::uint32_t bucket : s.options.buckets)
+    s.run(s.make_step(std::vector<std::int32_t>(bucket, 1), 2 * page + 3));
+  std::vector<std::int32_t> mixed{std::min<std::int32_t>(s.options.prefill_chunk_tokens / 2, 3 * page)};
+  for (std::uint32_t i = 0; i < std::min<std::uint32_t>(3, s.options.buckets.empty() ? 1 : s.options.buckets.back()); ++i)
+    mixed.push_back(1);
+  s.run(s.make_step(mixed, page + 1));
+
+  // Sampling of the last step's logits, greedy and with every filter, so a device sampler's
+  // kernels are part of the package too.
+  const helios::Tensor logits = s.model->forward_logits(s.make_step({1, 1}, 5), s.cache);
+  helios::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.n_top_logprobs = 5;
+  helios::SamplingParams filtered;
+  filtered.temperature = 0.8f;
+  filtered.top_k = 40;
+  filtered.top_p = 0.95f;
+  filtered.min_p = 0.05f;
+  filtered.repetition_penalty = 1.1f;
+  filtered.presence_penalty = 0.5f;
+  filtered.seed = 7;
+  const std::vector<std::int32_t> prompt{1, 2, 3};
+  std::vector<helios::SampleRequest> requests(2);
+  requests[0].params = &greedy;
+  requests[1].params = &filtered;
+  for (auto& r : requests) r.history.prompt = prompt;
+  const auto sampled = s.backend->sample(logits, requests);
+  for (const auto& token : sampled)
+    if (token.token < 0 || token.token >= s.spec.vocab_size || !std::isfinite(token.logprob))
+      fail(ExitCode::preparation, "the warm-up forward produced invalid logits on {} (token {}, logprob {})",
+           s.backend->device().arch(), token.token, token.logprob);
+  ++s.counts.n_forwards;
+  s.counts.n_tuned += s.backend->gemm_tuning().n_timed() - timed_before;
+  s.counts.n_compiled = s.backend->kernel_cache().n_builds();
+  s.counts.n_reused = s.backend->kernel_cache().n_hits();
+  s.counts.n_shapes = std::int64_t(s.backend->gemm_tuning().size());
+}
+
+void GpuPreparation::capture_graphs() { state_->counts.n_graphs = 0; }
+
+std::uint64_t GpuPreparation::device_bytes_in_use() const {
+  std::size_t free_now = 0, total = 0;
+  helios::cuda::check(helios::cuda::driver().mem_get_info(&free_now, &total), "cuMemGetInfo");
+  return state_->free_at_start > free_now ? state_->free_at_start - free_now : 0;
+}
+
+std::map<std::string, std::string> GpuPreparation::kernel_images() const { return state_->backend->loaded_images(); }
+
+std::string GpuPreparation::gemm_tuning_table() const {
+  const State& s = *state_;
+  if (s.backend->gemm_engine_name() != "cublaslt") return "";
+  return s.backend->gemm_tuning().serialize();
+}
+
+}  // namespace flare::ignition

@@ -1,0 +1,65 @@
+// Preparation on a GPU (`ignition export` for an sm_NN target): the prepared weights are uploaded
+// to the selected GPU, every GEMM shape the serving steps use is tuned (cuBLASLt candidates timed),
+// the forwards the runtime will execute are run once so every kernel they need is compiled
+// (through the on-disk kernel cache), and the decode graphs are captured once to prove they
+// capture. What comes out is what the package carries so that `flare run` compiles and tunes
+// nothing: the kernel images by module key and the GEMM tuning table.
+//
+// Builds without the CUDA toolkit headers have no GPU preparation: the constructor throws.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/prepared_weights.h"
+#include "model/spec.h"
+
+namespace flare::ignition {
+
+struct GpuPreparationOptions {
+  int device_index = 0;                      // CUDA ordinal (relative to CUDA_VISIBLE_DEVICES)
+  std::filesystem::path kernel_cache_dir;
+  std::filesystem::path cuda_root = "/usr/local/cuda";
+  std::string autotune_effort = "default";   // off | default | audit
+  std::vector<std::uint32_t> buckets;        // decode concurrency buckets
+  std::int32_t prefill_chunk_tokens = 2048;
+  std::int32_t page_size_tokens = 16;
+};
+
+struct GpuPreparationCounts {
+  std::int64_t n_compiled = 0;   // kernels NVRTC compiled (kernel cache misses)
+  std::int64_t n_reused = 0;     // kernels found in the kernel cache
+  std::int64_t n_tuned = 0;      // GEMM shapes timed
+  std::int64_t n_shapes = 0;     // GEMM shapes in the table the package carries
+  std::int32_t n_forwards = 0;   // warm-up forwards run
+  std::int32_t n_graphs = 0;     // decode graphs captured
+};
+
+class GpuPreparation {
+ public:
+  GpuPreparation(const model::ModelSpec& spec, const GpuPreparationOptions& options);
+  ~GpuPreparation();
+
+  std::string arch() const;               // "sm_90"
+  std::string device_name() const;
+  std::string compiler() const;           // "nvrtc 13.0"
+  void load_weights(const model::PreparedLookup& lookup);
+  void tune_gemms();                      // times every serving GEMM shape
+  void compile_forwards();                // one prefill chunk, each decode bucket, a mixed step
+  void capture_graphs();                  // the decode buckets, when the backend captures graphs
+  const GpuPreparationCounts& counts() const;
+  std::uint64_t device_bytes_in_use() const;  // weights + scratch measured on the device
+
+  std::map<std::string, std::string> kernel_images() const;  // module key -> CUBIN
+  std::string gemm_tuning_table() const;                      // serialized (empty: no cuBLASLt)
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace flare::ignition
