@@ -18,12 +18,13 @@ namespace {
 constexpr float k_log2e = 1.4426950408889634f;
 constexpr int k_max_decode_splits = 64;
 constexpr int k_min_keys_per_split = 256;         // fewer keys than this per split is all launch overhead
-constexpr int k_decode_ctas_per_sm = 4;           // the decode grid aims at this many CTAs per SM
+constexpr int k_decode_ctas_per_sm = 8;           // the decode grid aims at this many CTAs per SM
+                                                  // (a few waves: the last one's tail stays short)
 constexpr int k_max_decode_heads_per_cta = 8;     // GROUP of attention_decode.cu
 // The decode scratch is first sized for this many rows, so that graphs captured after the first
 // decode step (up to that batch) never see it move.
 constexpr std::int64_t k_scratch_rows = 1024;
-constexpr int k_prefill_block_tokens = 64;        // query tokens per CTA of attention_prefill.cu
+constexpr int k_prefill_warps = 8;                // k_warps of attention_prefill.cu, 16 query tokens each
 
 CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
@@ -170,10 +171,10 @@ void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const
   const CUfunction f = function("attention_prefill", "flare_attention_prefill",
                                 {{"HEAD_DIM", std::to_string(p.head_dim)}, {"KV_FP8", kv_fp8_define(l)}});
   launch(f,
-         {.grid_x = unsigned((max_row_tokens + k_prefill_block_tokens - 1) / k_prefill_block_tokens),
+         {.grid_x = unsigned((max_row_tokens + 16 * k_prefill_warps - 1) / (16 * k_prefill_warps)),
           .grid_y = unsigned(n_heads),
           .grid_z = unsigned(step_.n_rows()),
-          .block_x = 128},
+          .block_x = unsigned(32 * k_prefill_warps)},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
           &scale_log2, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},
          "attention_prefill");

@@ -6,7 +6,8 @@
 //     One CTA takes GROUP query heads that share one kv head (all of them when the GQA group is <= 8),
 //     so each K/V element is read from memory once per CTA and used GROUP times. Lanes hold 8
 //     consecutive dims of one key (16-byte loads for bf16, 8 for fp8); HEAD_DIM / 8 lanes cover a key,
-//     a warp covers 32 / (HEAD_DIM / 8) keys per load and UNROLL loads per iteration. Each key group
+//     a warp covers 32 / (HEAD_DIM / 8) keys per load and k_unroll loads per iteration, and issues the
+//     next iteration's loads before this one's math (registers double-buffered). Each key group
 //     keeps its own online softmax (base 2, F32); warps merge in shared memory at the end.
 //     The grid depends only on (n_rows, heads, n_splits), never on positions, so a CUDA graph replays
 //     it for any lengths: each split reads its row's length from `positions` and takes an equal share
@@ -40,7 +41,9 @@
 constexpr int k_warps = 4;
 constexpr int k_lanes_per_key = HEAD_DIM / 8;                 // 8 dims per lane
 constexpr int k_keys_per_load = 32 / k_lanes_per_key;         // keys a warp reads per load
-constexpr int k_unroll = GROUP <= 4 ? 4 : 2;                  // loads in flight per lane (registers)
+// Loads per lane per iteration; the next iteration's loads are issued before this one's math, so
+// twice as many are in flight. FP8 loads are half as wide, so there are twice as many of them.
+constexpr int k_unroll = (GROUP <= 4 ? 4 : 2) * (KV_FP8 ? 2 : 1);
 constexpr int k_keys_per_warp_iter = k_keys_per_load * k_unroll;
 constexpr int k_keys_per_cta_iter = k_keys_per_warp_iter * k_warps;
 
@@ -57,17 +60,27 @@ __device__ __forceinline__ float flare_neg_inf() { return -__int_as_float(0x7f80
 // exp2(x - m) where m == -inf means "no score yet" (the result is then 0 for x == -inf too).
 __device__ __forceinline__ float flare_exp2_from(float x, float m) { return exp2f(x - (m == flare_neg_inf() ? 0.0f : m)); }
 
-// e4m3 byte -> f32, exact: the byte's exponent and mantissa placed in an f32 (bias 127 instead of 7,
-// which also keeps subnormals right), then scaled by 2^120.
-__device__ __forceinline__ float flare_e4m3_to_f32(unsigned int byte) {
-  return __uint_as_float(((byte & 0x7fu) << 20) | ((byte & 0x80u) << 24)) * 1.329227995784916e36f;  // 2^120
+// Two e4m3 values (the low 16 bits of `pair`, element 0 lowest) -> f32, exact. sm_89+ converts in
+// hardware; before, the byte's exponent and mantissa go into an f32 (bias 127 instead of 7, which also
+// keeps subnormals right) scaled by 2^120.
+__device__ __forceinline__ void flare_e4m3x2_to_f32(unsigned int pair, float& x0, float& x1) {
+#if __CUDA_ARCH__ >= 890
+  unsigned int h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)pair));
+  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi; }"
+      : "=f"(x0), "=f"(x1) : "r"(h2));
+#else
+  x0 = __uint_as_float(((pair & 0x7fu) << 20) | ((pair & 0x80u) << 24)) * 1.329227995784916e36f;  // 2^120
+  x1 = __uint_as_float(((pair & 0x7f00u) << 12) | ((pair & 0x8000u) << 16)) * 1.329227995784916e36f;
+#endif
 }
 
 __device__ __forceinline__ void flare_unpack8(const kv_chunk& c, float* x) {
 #if KV_FP8
-  const unsigned int w[2] = {c.x, c.y};
-#pragma unroll
-  for (int i = 0; i < 8; ++i) x[i] = flare_e4m3_to_f32((w[i / 4] >> (8 * (i % 4))) & 0xffu);
+  flare_e4m3x2_to_f32(c.x, x[0], x[1]);
+  flare_e4m3x2_to_f32(c.x >> 16, x[2], x[3]);
+  flare_e4m3x2_to_f32(c.y, x[4], x[5]);
+  flare_e4m3x2_to_f32(c.y >> 16, x[6], x[7]);
 #else
   const unsigned int w[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
@@ -125,8 +138,8 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   const kv_t* layer_base = cache + (long long)layer * n_pages * page_elems + (long long)kv_head * HEAD_DIM + dim0;
   const int* blocks = block_tables + row_first_block[row];
 
-  for (int base = begin + warp * k_keys_per_warp_iter; base < end; base += k_keys_per_cta_iter) {
-    kv_chunk kc[k_unroll], vc[k_unroll];
+  // Loads this lane's K and V chunks of the keys of the warp iteration at `base` (those before `end`).
+  const auto load = [&](int base, kv_chunk* kc, kv_chunk* vc) {
 #pragma unroll
     for (int u = 0; u < k_unroll; ++u) {
       const int key = base + u * k_keys_per_load + key_slot;
@@ -137,6 +150,12 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
         vc[u] = *reinterpret_cast<const kv_chunk*>(kp + half_elems);
       }
     }
+  };
+  kv_chunk kc[k_unroll], vc[k_unroll];
+  load(begin + warp * k_keys_per_warp_iter, kc, vc);
+  for (int base = begin + warp * k_keys_per_warp_iter; base < end; base += k_keys_per_cta_iter) {
+    kv_chunk k_next[k_unroll], v_next[k_unroll];
+    load(base + k_keys_per_cta_iter, k_next, v_next);  // in flight while this iteration computes
     float s[k_unroll][GROUP];
 #pragma unroll
     for (int u = 0; u < k_unroll; ++u) {
@@ -175,6 +194,11 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
       }
+    }
+#pragma unroll
+    for (int u = 0; u < k_unroll; ++u) {
+      kc[u] = k_next[u];
+      vc[u] = v_next[u];
     }
   }
 

@@ -6,8 +6,8 @@
 // Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][HEAD_DIM], bf16 or
 // fp8 e4m3 (per-tensor scale 1; converted to bf16 as tiles enter shared memory).
 //
-//   flare_attention_prefill: grid (max query tiles of a row, n_heads, n_rows), block 128.
-//     A CTA takes 64 query tokens of one row and one head (each warp 16 of them) and walks the row's
+//   flare_attention_prefill: grid (max query tiles of a row, n_heads, n_rows), block 256.
+//     A CTA takes 128 query tokens of one row and one head (each warp 16 of them) and walks the row's
 //     keys in tiles of 64: S = Q K^T on tensor cores, online softmax in registers (base 2), O += P V.
 //     K and V tiles live in shared memory (16-byte chunks XOR-swizzled by key so ldmatrix reads are
 //     conflict-free); the next K tile loads (cp.async) while P V runs, the next V tile while Q K^T runs.
@@ -26,9 +26,9 @@
 #error "attention_prefill supports HEAD_DIM 64 and 128"
 #endif
 
-constexpr int k_block_m = 64;                  // query tokens per CTA
+constexpr int k_warps = 8;                     // 16 query tokens each (8 ran 1.2x faster than 4 on H200)
+constexpr int k_block_m = 16 * k_warps;        // query tokens per CTA
 constexpr int k_block_n = 64;                  // keys per tile
-constexpr int k_warps = 4;                     // 16 query tokens each
 constexpr int k_threads = 32 * k_warps;
 constexpr int k_chunks = HEAD_DIM / 8;         // 16-byte bf16 chunks per key row
 constexpr int k_ksteps = HEAD_DIM / 16;        // mma k-steps over the head dim
@@ -81,9 +81,20 @@ template <int N>
 __device__ __forceinline__ void flare_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 #if KV_FP8
-// e4m3 byte -> f32, exact (see attention_decode.cu).
-__device__ __forceinline__ float flare_e4m3_to_f32(unsigned int byte) {
-  return __uint_as_float(((byte & 0x7fu) << 20) | ((byte & 0x80u) << 24)) * 1.329227995784916e36f;  // 2^120
+// Two e4m3 values (the low 16 bits of `pair`, element 0 lowest) -> two packed bf16, exact (see
+// attention_decode.cu).
+__device__ __forceinline__ unsigned flare_e4m3x2_to_bf16x2(unsigned int pair) {
+  float x0, x1;
+#if __CUDA_ARCH__ >= 890
+  unsigned int h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)pair));
+  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi; }"
+      : "=f"(x0), "=f"(x1) : "r"(h2));
+#else
+  x0 = __uint_as_float(((pair & 0x7fu) << 20) | ((pair & 0x80u) << 24)) * 1.329227995784916e36f;  // 2^120
+  x1 = __uint_as_float(((pair & 0x7f00u) << 12) | ((pair & 0x8000u) << 16)) * 1.329227995784916e36f;
+#endif
+  return flare_pack_bf16(x0, x1);
 }
 #endif
 
@@ -105,10 +116,7 @@ __device__ __forceinline__ void flare_load_tile(unsigned char* tile, const kv_t*
     const unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
     unsigned packed[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const unsigned int word = w[j / 2], shift = 16 * (j % 2);
-      packed[j] = flare_pack_bf16(flare_e4m3_to_f32((word >> shift) & 0xffu), flare_e4m3_to_f32((word >> (shift + 8)) & 0xffu));
-    }
+    for (int j = 0; j < 8; ++j) packed[j] = flare_e4m3x2_to_bf16x2(w[j / 2] >> (16 * (j % 2)));
     *reinterpret_cast<uint4*>(tile + flare_tile_offset(key, 2 * pair)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     *reinterpret_cast<uint4*>(tile + flare_tile_offset(key, 2 * pair + 1)) =
         make_uint4(packed[4], packed[5], packed[6], packed[7]);
@@ -137,7 +145,7 @@ __device__ __forceinline__ int flare_lower_bound(const int* a, int n, int value)
   return lo;
 }
 
-// grid (max query tiles of a row, n_heads, n_rows), block 128.
+// grid (max query tiles of a row, n_heads, n_rows), block 32 * k_warps.
 extern "C" __global__ void __launch_bounds__(k_threads)
 flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_tokens, n_heads * HEAD_DIM]
                         __nv_bfloat16* __restrict__ out, long long out_stride,    // like q
