@@ -219,9 +219,10 @@ void GemmTuning::record(const GemmShapeKey& key, const GemmChoice& choice) {
 }
 
 std::filesystem::path GemmTuning::file_in(const std::filesystem::path& kernel_cache_dir, std::string_view arch,
-                                          std::uint64_t library_version) {
+                                          std::uint64_t library_version, TuneEffort effort) {
   if (!valid_arch(arch)) fail(ExitCode::failure, "internal: GEMM tuning file for architecture '{}'", arch);
-  return kernel_cache_dir / "gemm" / fmt::format("{}-cublaslt-{}.tuning", arch, library_version);
+  return kernel_cache_dir / "gemm" /
+         fmt::format("{}-cublaslt-{}-{}.tuning", arch, library_version, tune_effort_name(effort));
 }
 
 GemmTuning GemmTuning::load_file(const std::filesystem::path& path) {

@@ -99,9 +99,10 @@ class GemmTuning {
   // writes atomically (temporary file + rename).
   static GemmTuning load_file(const std::filesystem::path& path);
   void save_file(const std::filesystem::path& path) const;
-  // <kernel cache>/gemm/<arch>-cublaslt-<version>.tuning
+  // <kernel cache>/gemm/<arch>-cublaslt-<version>-<effort>.tuning: efforts keep separate tables
+  // (the spec: "effort separates cached selections"), so an audit re-races what default chose.
   static std::filesystem::path file_in(const std::filesystem::path& kernel_cache_dir, std::string_view arch,
-                                       std::uint64_t library_version);
+                                       std::uint64_t library_version, TuneEffort effort);
 
  private:
   std::map<GemmShapeKey, GemmChoice> entries_;

@@ -203,6 +203,17 @@ TEST_F(CudaGemm, TunesOnceSavesSerializesAndReplaysFrozen) {
   check_linear({3, 100, 40, true, true, 5, 3}, *second, "frozen, untuned ");
   EXPECT_EQ(second->gemm_tuning().n_timed(), 0) << "a frozen table never times";
   EXPECT_EQ(second->gemm_tuning().size(), n_entries) << "a frozen table never grows";
+
+  // Efforts keep separate saved tables: audit races the shape default already chose; off races nothing.
+  second->set_gemm_effort(TuneEffort::audit);
+  check_linear(tuned_case, *second, "audit ");
+  EXPECT_EQ(second->gemm_tuning().n_timed(), 1);
+  ASSERT_NE(second->gemm_tuning().find(key_bias), nullptr);
+  EXPECT_GE(second->gemm_tuning().find(key_bias)->n_candidates, gpu_->gemm_tuning().find(key_bias)->n_candidates);
+  second->set_gemm_effort(TuneEffort::off);
+  check_linear(tuned_case, *second, "effort off ");
+  EXPECT_EQ(second->gemm_tuning().n_timed(), 0);
+  EXPECT_EQ(second->gemm_tuning().size(), 0u);
 }
 
 // linear() of shapes never seen before, inside a stream capture: no race may run (it would

@@ -46,9 +46,11 @@ class CudaBackend final : public Backend {
   // GEMMs (cuda_backend_gemm.cpp): "cublaslt" when cuBLASLt loaded, else "nvrtc" (the plain tiled
   // kernel, also used for any problem cuBLASLt has no algorithm for).
   std::string_view gemm_engine_name() const { return gemm_ ? "cublaslt" : "nvrtc"; }
-  // The algorithm table: set effort or frozen here before the first linear(). It starts attached
-  // to the kernel cache's table for this GPU and cuBLASLt version, which its races update.
+  // The algorithm table. It starts at effort default, attached to the kernel cache's table for this
+  // GPU, cuBLASLt version and effort, which its races update.
   GemmTuning& gemm_tuning() { return gemm_tuning_; }
+  // --autotune-effort: a fresh table attached to that effort's saved table (call before linear()).
+  void set_gemm_effort(TuneEffort effort);
   // Replaces the table as it is (settings and file attachment included), e.g. with a package's
   // frozen table; forgets chosen plans.
   void install_gemm_tuning(GemmTuning tuning);

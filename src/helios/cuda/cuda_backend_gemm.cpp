@@ -16,7 +16,17 @@ void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir, const
   // Loaded now, not on first use, since first use may be inside a graph capture.
   function("bias_add", "flare_bias_add_bf16");
   function("bias_add", "flare_bias_add_f32");
-  gemm_tuning_.attach_file(GemmTuning::file_in(kernel_cache_dir, device().arch(), cublaslt_->version()));
+  gemm_tuning_.attach_file(GemmTuning::file_in(kernel_cache_dir, device().arch(), cublaslt_->version(),
+                                               gemm_tuning_.effort()));
+}
+
+void CudaBackend::set_gemm_effort(TuneEffort effort) {
+  GemmTuning tuning;
+  tuning.set_effort(effort);
+  if (cublaslt_ && effort != TuneEffort::off) {  // off races nothing, so it has nothing to save
+    tuning.attach_file(GemmTuning::file_in(cache_.dir(), device().arch(), cublaslt_->version(), effort));
+  }
+  install_gemm_tuning(std::move(tuning));
 }
 
 void CudaBackend::install_gemm_tuning(GemmTuning tuning) {

@@ -180,8 +180,10 @@ class GemmTuningFile : public testing::Test {
 };
 
 TEST_F(GemmTuningFile, SavesAtomicallyAndLoadsBack) {
-  const fs::path path = GemmTuning::file_in(dir_, "sm_90", 130100);
-  EXPECT_EQ(path, dir_ / "gemm" / "sm_90-cublaslt-130100.tuning");
+  const fs::path path = GemmTuning::file_in(dir_, "sm_90", 130100, TuneEffort::normal);
+  EXPECT_EQ(path, dir_ / "gemm" / "sm_90-cublaslt-130100-default.tuning");
+  EXPECT_EQ(GemmTuning::file_in(dir_, "sm_90", 130100, TuneEffort::audit).filename(),
+            "sm_90-cublaslt-130100-audit.tuning");
   EXPECT_EQ(GemmTuning::load_file(path).size(), 0u) << "no file yet: an empty table";
   const GemmTuning t = sample_table();
   t.save_file(path);
@@ -194,11 +196,11 @@ TEST_F(GemmTuningFile, SavesAtomicallyAndLoadsBack) {
   bytes[20] ^= 0x10;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   EXPECT_EQ(GemmTuning::load_file(path).size(), 0u) << "a damaged file is a miss, not an error";
-  EXPECT_THROW(GemmTuning::file_in(dir_, "../x", 1), Error);
+  EXPECT_THROW(GemmTuning::file_in(dir_, "../x", 1, TuneEffort::normal), Error);
 }
 
 TEST_F(GemmTuningFile, AttachedTablesShareDecisionsThroughTheFile) {
-  const fs::path path = GemmTuning::file_in(dir_, "sm_90", 130100);
+  const fs::path path = GemmTuning::file_in(dir_, "sm_90", 130100, TuneEffort::normal);
   GemmTuning a, b;
   a.attach_file(path);
   b.attach_file(path);
