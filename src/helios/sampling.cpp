@@ -50,54 +50,100 @@ std::int32_t argmax(std::span<const float> logits) {
   return std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-// Draws from the processed logits with temperature, top-k, top-p and min-p.
-std::int32_t draw(const std::vector<float>& logits, const SamplingParams& params, double uniform) {
-  std::vector<std::int32_t> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::size_t n_keep = logits.size();
-  if (params.top_k > 0 && std::size_t(params.top_k) < n_keep) n_keep = std::size_t(params.top_k);
-  // Stable order (ties by token id) so the draw does not depend on the sort implementation.
-  auto better = [&](std::int32_t a, std::int32_t b) {
-    return logits[std::size_t(a)] > logits[std::size_t(b)] || (logits[std::size_t(a)] == logits[std::size_t(b)] && a < b);
+// The candidate tokens best first (higher logit, ties by lower id, so the order does not depend
+// on the sort implementation), ordered lazily: only the prefix a walk reaches is sorted, growing
+// geometrically. A peaked distribution then costs O(vocab) instead of a full sort, and the result
+// is exactly the one a full sort gives. With top_k the candidates are the top_k best (nth_element).
+class BestFirst {
+ public:
+  BestFirst(const std::vector<float>& logits, std::int32_t top_k) : logits_(logits), order_(logits.size()) {
+    std::iota(order_.begin(), order_.end(), 0);
+    if (top_k > 0 && std::size_t(top_k) < order_.size()) {
+      std::nth_element(order_.begin(), order_.begin() + top_k, order_.end(), better());
+      order_.resize(std::size_t(top_k));
+    }
+  }
+  std::size_t size() const { return order_.size(); }
+  // The i-th best candidate.
+  std::int32_t at(std::size_t i) {
+    if (i >= n_sorted_) grow(i + 1);
+    return order_[i];
+  }
+  // The candidates in no particular order (for sums over all of them).
+  const std::vector<std::int32_t>& unordered() const { return order_; }
+
+ private:
+  static constexpr std::size_t kFirstSortedTokens = 64;
+  struct Better {
+    const std::vector<float>& logits;
+    bool operator()(std::int32_t a, std::int32_t b) const {
+      const float la = logits[std::size_t(a)], lb = logits[std::size_t(b)];
+      return la > lb || (la == lb && a < b);
+    }
   };
-  if (n_keep < order.size()) {
-    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(n_keep), order.end(), better);
-    order.resize(n_keep);
-  } else {
-    std::sort(order.begin(), order.end(), better);
+  Better better() const { return Better{logits_}; }
+  // Sorts [n_sorted_, target): every unsorted candidate ranks below the sorted prefix, so the
+  // prefix only ever extends.
+  void grow(std::size_t need) {
+    const std::size_t target = std::min(order_.size(), std::max({need, kFirstSortedTokens, 2 * n_sorted_}));
+    const auto first = order_.begin() + std::ptrdiff_t(n_sorted_);
+    std::partial_sort(first, order_.begin() + std::ptrdiff_t(target), order_.end(), better());
+    n_sorted_ = target;
   }
-  const double max_scaled = double(logits[std::size_t(order[0])]) / params.temperature;
-  std::vector<double> probs(order.size());
+
+  const std::vector<float>& logits_;
+  std::vector<std::int32_t> order_;
+  std::size_t n_sorted_ = 0;
+};
+
+// Draws from the processed logits with temperature, top-k, top-p and min-p: the kept tokens are
+// the smallest best-first prefix whose mass reaches top_p, cut to those with at least min_p times
+// the top probability; the draw walks them best first.
+std::int32_t draw(const std::vector<float>& logits, const SamplingParams& params, double uniform) {
+  BestFirst best(logits, params.top_k);
+  const double max_scaled = double(logits[std::size_t(best.at(0))]) / params.temperature;
+  auto prob = [&](std::int32_t token) { return std::exp(double(logits[std::size_t(token)]) / params.temperature - max_scaled); };
   double total = 0.0;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    probs[i] = std::exp(double(logits[std::size_t(order[i])]) / params.temperature - max_scaled);
-    total += probs[i];
-  }
-  std::size_t n = order.size();
+  for (std::int32_t token : best.unordered()) total += prob(token);
+  std::size_t n = best.size();
+  double kept = total;
   if (params.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p (at least one token)
     double mass = 0.0;
+    double sum = 0.0;
     for (std::size_t i = 0; i < n; ++i) {
-      mass += probs[i] / total;
+      const double p = prob(best.at(i));
+      mass += p / total;
+      sum += p;
       if (mass >= params.top_p) {
         n = i + 1;
+        kept = sum;
         break;
       }
     }
   }
-  if (params.min_p > 0.0f) {  // tokens below min_p times the top probability are dropped
-    const double threshold = params.min_p * probs[0];
-    std::size_t keep = 1;
-    while (keep < n && probs[keep] >= threshold) ++keep;
-    n = keep;
+  if (params.min_p > 0.0f) {  // tokens below min_p times the top probability (which is 1) are dropped
+    const double threshold = params.min_p;
+    std::size_t n_above = 0;
+    double above = 0.0;
+    for (std::int32_t token : best.unordered()) {
+      const double p = prob(token);
+      if (p >= threshold) {
+        ++n_above;
+        above += p;
+      }
+    }
+    // Best first, the tokens at or above the threshold are a prefix; it is the cut when shorter.
+    if (n_above < n) {
+      n = std::max<std::size_t>(n_above, 1);
+      kept = above;
+    }
   }
-  double kept = 0.0;
-  for (std::size_t i = 0; i < n; ++i) kept += probs[i];
   double target = uniform * kept;
   for (std::size_t i = 0; i < n; ++i) {
-    target -= probs[i];
-    if (target < 0.0) return order[i];
+    target -= prob(best.at(i));
+    if (target < 0.0) return best.at(i);
   }
-  return order[n - 1];
+  return best.at(n - 1);
 }
 
 }  // namespace
