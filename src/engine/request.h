@@ -1,7 +1,7 @@
 // The internal generation contract between the HTTP adapters (src/server) and the engine.
-// Plain data only: no JSON, no HTTP, no Boost. Every API (OpenAI, Anthropic, Responses) is
-// translated into one GenerationRequest; the engine answers through an OutputSink with a
-// stream of StepOutputs. Threads: adapters build requests on HTTP threads; the engine thread
+// Plain data (plus an optional token constraint object): no JSON, no HTTP, no Boost. Every API
+// (OpenAI, Anthropic, Responses) is translated into one GenerationRequest; the engine answers
+// through an OutputSink with a stream of StepOutputs. Threads: adapters build requests on HTTP threads; the engine thread
 // calls the sink; the sink's owner must make its own hand-off (the server posts to the
 // connection's strand).
 #pragma once
@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/token_constraint.h"
 
 namespace flare::engine {
 
@@ -61,6 +63,10 @@ struct GenerationRequest {
   // Stop strings are matched by the server on detokenized text (it owns the detokenizer);
   // the server cancels the choice when one matches. Kept here so the engine can log them.
   std::vector<std::string> stop_strings;
+  // Constrained decoding (token_constraint.h): the template each choice clones at admission; null
+  // for free generation. A constrained choice ends when its constraint is finished (stop), or by
+  // max_tokens / the context limit; min_tokens, stop ids and end-of-sequence ids do not apply.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 enum class FinishReason : uint8_t {

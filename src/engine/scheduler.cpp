@@ -38,7 +38,10 @@ void Scheduler::add(RequestHandle handle, GenerationRequest request, helios::Sam
   const std::int32_t n = std::max(request.n, 1);
   r->request = std::move(request);
   r->choices.reserve(std::size_t(n));
-  for (std::int32_t i = 0; i < n; ++i) r->choices.emplace_back(pool_, options_.page_size_tokens, i);
+  for (std::int32_t i = 0; i < n; ++i) {
+    r->choices.emplace_back(pool_, options_.page_size_tokens, i);
+    if (r->request.constraint) r->choices.back().constraint = r->request.constraint->clone();
+  }
   if (!by_handle_.emplace(handle, r.get()).second) fail(ExitCode::failure, "internal: request handle {} reused", handle);
   waiting_.push_back(std::move(r));
 }

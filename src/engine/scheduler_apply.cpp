@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "engine/constrained_sampling.h"
 #include "engine/scheduler.h"
 #include "engine/scheduler_state.h"
 
@@ -65,7 +66,7 @@ void Scheduler::sample_choice(Request& r, Choice& c, std::span<const float> logi
   params.seed = scheduler_choice_seed(r.sampling.seed, c.index);
   params.n_top_logprobs = r.request.logprobs ? r.request.top_logprobs : 0;
   const auto n_generated = std::int32_t(c.generated.size());
-  if (n_generated < r.request.min_tokens) {  // as vLLM: stop ids cannot be drawn before min_tokens
+  if (n_generated < r.request.min_tokens && !c.constraint) {  // as vLLM: stop ids cannot be drawn before min_tokens
     const float never = -std::numeric_limits<float>::infinity();
     for (TokenId id : r.request.stop_token_ids) params.logit_bias.emplace_back(id, never);
     if (!r.request.ignore_eos) {
@@ -75,13 +76,25 @@ void Scheduler::sample_choice(Request& r, Choice& c, std::span<const float> logi
     std::erase_if(params.logit_bias, [&](const auto& bias) { return bias.first < 0 || bias.first >= vocab; });
   }
   const helios::TokenHistory history{r.request.prompt_token_ids, c.generated};
-  const helios::SampledToken sampled = helios::sample_token(logits, params, history, std::uint64_t(n_generated));
+  helios::SampledToken sampled;
+  if (c.constraint) {
+    const std::int32_t n_left = std::min(r.request.max_tokens - n_generated, options_.context_limit - r.n_prompt() - n_generated);
+    const TokenRule rule = c.constraint->next(std::max(n_left, 1));
+    sampled = sample_constrained(rule, logits, params, history, std::uint64_t(n_generated));
+    c.constraint->accept(sampled.token);
+  } else {
+    sampled = helios::sample_token(logits, params, history, std::uint64_t(n_generated));
+  }
   c.generated.push_back(sampled.token);
   TokenOutput out{sampled.token, sampled.logprob, {}};
   for (const auto& [id, logprob] : sampled.top_logprobs) out.top_logprobs.push_back(TokenLogprob{id, logprob});
   c.new_tokens.push_back(std::move(out));
   const auto n_after = n_generated + 1;
-  if (n_after >= r.request.min_tokens) {
+  if (c.constraint && c.constraint->finished()) {  // the constrained text is complete
+    finish_choice(r, c, FinishReason::stop, -1);
+    return;
+  }
+  if (!c.constraint && n_after >= r.request.min_tokens) {  // a constraint decides its own end
     if (contains(r.request.stop_token_ids, sampled.token) ||
         (!r.request.ignore_eos && contains(options_.eos_token_ids, sampled.token))) {
       finish_choice(r, c, FinishReason::stop, sampled.token);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct Scheduler::Choice {
   double terminal_since_ms = -1.0;
   std::int32_t n_skipped_steps = 0;
   std::int64_t scheduled_stamp = -1;  // the schedule() call that last gave it a row
+  std::unique_ptr<TokenConstraint> constraint;  // this choice's copy of request.constraint, or null
 
   bool active() const { return finish == FinishReason::none; }
 };

@@ -117,7 +117,10 @@ json parse_tool_arguments(const json& arguments, const std::string& field) {
 
 HttpResponse admission_error_response(ApiStyle style, const engine::AdmissionError& error) {
   HttpResponse response;
-  response.status = error.fits_later ? 503 : 400;
+  // A busy engine is "overloaded" in Anthropic's API, which answers it with 529 (clients retry
+  // on it); OpenAI-shaped APIs use 503.
+  const int busy_status = style == ApiStyle::anthropic ? 529 : 503;
+  response.status = error.fits_later ? busy_status : 400;
   response.body = error_body(style, response.status, error.message(), {},
                              error.fits_later ? "server_busy" : "capacity_exceeded");
   if (error.fits_later) response.headers.emplace_back("Retry-After", "1");

@@ -73,8 +73,9 @@ struct AdapterContext {
   const ModelInfo& model;
 };
 
-// The response to an admission rejection: 503 when the engine is busy, 400 when the request
-// can never fit; the body carries the capacity form.
+// The response to an admission rejection: when the engine is busy 503 (OpenAI, Responses) or
+// 529 overloaded_error (Anthropic), 400 when the request can never fit; the body carries the
+// capacity form.
 HttpResponse admission_error_response(ApiStyle style, const engine::AdmissionError& error);
 
 }  // namespace flare::server

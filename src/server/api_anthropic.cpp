@@ -8,6 +8,7 @@
 #include "server/chat_messages.h"
 #include "server/frontend.h"
 #include "server/sampling.h"
+#include "server/tool_call_constraint.h"
 
 namespace flare::server {
 namespace {
@@ -93,14 +94,15 @@ json convert_tools(const json& body) {
   return tools;
 }
 
-// tool_choice {type: auto|any|tool|none, name?} -> tools kept for the template.
-void apply_tool_choice(const json& body, json& tools, bool& parallel) {
+// tool_choice {type: auto|any|tool|none, name?} -> tools kept for the template. Returns whether
+// a tool call is required (any, tool): then `tools` holds the functions it may be of.
+bool apply_tool_choice(const json& body, json& tools, bool& parallel) {
   auto it = body.find("tool_choice");
-  if (it == body.end() || it->is_null()) return;
+  if (it == body.end() || it->is_null()) return false;
   if (!it->is_object()) fail_field("tool_choice", "must be an object");
   std::string type = get_string(*it, "type", "tool_choice").value_or("");
   parallel = !get_bool(*it, "disable_parallel_tool_use", "tool_choice").value_or(false);
-  if (type == "auto") return;
+  if (type == "auto") return false;
   if (type == "none") {
     tools = json::array();
   } else if (type == "any") {
@@ -115,6 +117,7 @@ void apply_tool_choice(const json& body, json& tools, bool& parallel) {
   } else {
     fail_field("tool_choice.type", "must be 'auto', 'any', 'tool' or 'none'");
   }
+  return type == "any" || type == "tool";
 }
 
 class MessagesResponder final : public ResponderBase {
@@ -270,7 +273,7 @@ GenerationJob prepare_anthropic_messages(const json& body, const AdapterContext&
   for (size_t i = 0; i < it->size(); ++i) convert_message((*it)[i], index_path("messages", i), messages);
   json tools = convert_tools(body);
   bool parallel = true;
-  apply_tool_choice(body, tools, parallel);
+  const bool tool_required = apply_tool_choice(body, tools, parallel);
   json kwargs = json::object();
   if (auto thinking = body.find("thinking"); thinking != body.end() && !thinking->is_null()) {
     require_object(*thinking, "thinking");
@@ -287,10 +290,15 @@ GenerationJob prepare_anthropic_messages(const json& body, const AdapterContext&
   read_stop_field(body, "stop_sequences", request);
   apply_max_tokens(context.model, max_tokens, request, "messages");
   bool stream = get_bool(body, "stream").value_or(false);
+  const bool prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
+  if (tool_required) {
+    force_tool_call(context.frontend, required_tool_names({ToolChoice::Mode::required, {}}, tools),
+                    prompt_opened_reasoning, "tool_choice", "max_tokens", request);
+  }
 
   ChoiceOptions options;
   options.parser.thinking_enabled = thinking_enabled(kwargs);
-  options.parser.prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
+  options.parser.prompt_opened_reasoning = prompt_opened_reasoning;
   options.parser.parse_tool_calls = !tools.empty();
   options.stop_strings = request.stop_strings;
   options.tool_call_id_prefix = "toolu_";

@@ -7,6 +7,7 @@
 #include "server/chat_messages.h"
 #include "server/frontend.h"
 #include "server/sampling.h"
+#include "server/tool_call_constraint.h"
 
 namespace flare::server {
 namespace {
@@ -204,6 +205,11 @@ GenerationJob prepare_chat_completion(const json& body, const AdapterContext& co
   auto max_tokens = get_int(body, "max_completion_tokens", 1, INT32_MAX);
   if (!max_tokens) max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
   apply_max_tokens(context.model, max_tokens, request, "messages");
+  const bool prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
+  if (tool_choice.mode == ToolChoice::Mode::required || tool_choice.mode == ToolChoice::Mode::named) {
+    force_tool_call(context.frontend, required_tool_names(tool_choice, tools), prompt_opened_reasoning, "tool_choice",
+                    body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", request);
+  }
   request.logprobs = get_bool(body, "logprobs").value_or(false);
   auto top_logprobs = get_int(body, "top_logprobs", 0, context.model.sampling_ranges.top_logprobs_max);
   if (top_logprobs && *top_logprobs > 0 && !request.logprobs) fail_field("top_logprobs", "requires logprobs to be true");
@@ -218,7 +224,7 @@ GenerationJob prepare_chat_completion(const json& body, const AdapterContext& co
   }
   ChoiceOptions options;
   options.parser.thinking_enabled = thinking_enabled(kwargs);
-  options.parser.prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
+  options.parser.prompt_opened_reasoning = prompt_opened_reasoning;
   options.parser.parse_tool_calls = !tools.empty();
   options.stop_strings = request.stop_strings;
   options.include_stop_string = get_bool(body, "include_stop_str_in_output").value_or(false);

@@ -8,6 +8,7 @@
 #include "server/chat_messages.h"
 #include "server/frontend.h"
 #include "server/sampling.h"
+#include "server/tool_call_constraint.h"
 
 namespace flare::server {
 namespace {
@@ -339,6 +340,11 @@ GenerationJob prepare_responses(const json& body, const AdapterContext& context)
   settings.max_output_tokens = get_int(body, "max_output_tokens", 1, INT32_MAX);
   apply_max_tokens(context.model, settings.max_output_tokens, request, "input");
   bool stream = get_bool(body, "stream").value_or(false);
+  const bool prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
+  if (tool_choice.mode == ToolChoice::Mode::required || tool_choice.mode == ToolChoice::Mode::named) {
+    force_tool_call(context.frontend, required_tool_names(tool_choice, tools), prompt_opened_reasoning, "tool_choice",
+                    "max_output_tokens", request);
+  }
   settings.model_name = model_name.value_or(context.model.primary_name());
   settings.instructions = instructions ? json(*instructions) : json();
   settings.temperature = request.sampling.temperature;
@@ -347,7 +353,7 @@ GenerationJob prepare_responses(const json& body, const AdapterContext& context)
 
   ChoiceOptions options;
   options.parser.thinking_enabled = thinking_enabled(kwargs);
-  options.parser.prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
+  options.parser.prompt_opened_reasoning = prompt_opened_reasoning;
   options.parser.parse_tool_calls = !tools.empty();
   request.request_id = make_random_id("resp_");
   GenerationJob job;

@@ -147,6 +147,13 @@ ToolChoice read_tool_choice(const json& body, const json& tools) {
   return choice;
 }
 
+std::vector<std::string> required_tool_names(const ToolChoice& choice, const json& tools) {
+  if (choice.mode == ToolChoice::Mode::named) return {choice.name};
+  std::vector<std::string> names;
+  for (const auto& tool : tools) names.push_back(tool["function"]["name"].get<std::string>());
+  return names;
+}
+
 bool thinking_enabled(const json& template_kwargs) {
   for (const char* key : {"enable_thinking", "thinking"}) {
     auto it = template_kwargs.find(key);

@@ -25,6 +25,8 @@ struct ToolChoice {
 };
 // tool_choice: "auto" | "none" | "required" | {"type": "function", "function": {"name"}}.
 ToolChoice read_tool_choice(const json& body, const json& tools);
+// The functions a call must be of: the named one, or every declared tool (required).
+std::vector<std::string> required_tool_names(const ToolChoice& choice, const json& tools);
 
 // Renders and tokenizes. Template failures become 400s naming `messages_field`.
 std::vector<engine::TokenId> render_chat_prompt(const AdapterContext& context, const json& messages, const json& tools,

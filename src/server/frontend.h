@@ -5,11 +5,13 @@
 // text_frontend.cpp connects this interface to src/text; tests supply their own.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -19,6 +21,19 @@
 namespace flare::server {
 
 using engine::TokenId;
+
+class Frontend;
+
+// What every token writes, for token masks (constrained decoding). Built once per frontend.
+struct TokenVocabulary {
+  std::vector<std::string> bytes;          // [vocab_size] the bytes each token stands for
+  std::vector<std::uint8_t> control;       // [vocab_size] 1: an added/control token (<tool_call>, <|im_end|>)
+  std::array<TokenId, 256> byte_token{};   // the non-control token writing exactly this one byte, -1: none
+  std::unordered_map<std::string, TokenId> by_bytes;  // a token writing exactly these bytes (lowest id)
+  std::size_t max_token_bytes = 0;
+};
+// Builds the table from Frontend::token_text and Frontend::is_control_token.
+std::shared_ptr<const TokenVocabulary> build_token_vocabulary(const Frontend& frontend);
 
 // What the server knows about the served model.
 struct ModelInfo {
@@ -79,9 +94,10 @@ class Frontend {
   virtual std::string token_text(TokenId id) const = 0;
   virtual int32_t vocab_size() const = 0;
   // Renders a conversation (OpenAI-shaped messages, tools, template kwargs) to prompt text.
+  // Key order is the client's and is kept (templates print schemas with `tojson`).
   // Throws flare::Error on messages the template rejects.
-  virtual std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
-                                  const nlohmann::json& template_kwargs,
+  virtual std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                  const nlohmann::ordered_json& template_kwargs,
                                   bool add_generation_prompt) const = 0;
   // Whether encoding a rendered chat prompt adds special tokens (templates usually write BOS).
   virtual bool chat_prompt_needs_special_tokens() const { return false; }
@@ -92,6 +108,17 @@ class Frontend {
   }
   virtual std::unique_ptr<Detokenizer> make_detokenizer(bool skip_special_tokens) const = 0;
   virtual std::unique_ptr<OutputParser> make_parser(const ParserOptions& options) const = 0;
+
+  // Constrained decoding (tool_choice required / named):
+  // The model family's tool-call format ("hermes", "llama3_json", "deepseek_v3"), or empty.
+  virtual std::string tool_call_format() const { return {}; }
+  // Added/control tokens, never allowed inside generated JSON.
+  virtual bool is_control_token(TokenId id) const {
+    (void)id;
+    return false;
+  }
+  // The token table for masks; implementations may cache it (it is the same for every request).
+  virtual std::shared_ptr<const TokenVocabulary> token_vocabulary() const { return build_token_vocabulary(*this); }
 };
 
 }  // namespace flare::server

@@ -1,5 +1,7 @@
 // Untrusted JSON bodies: size and nesting limits checked before parsing, and typed field
 // readers that answer every wrong type or out-of-range value with a 400 naming the field.
+// Bodies keep the key order the client wrote (ordered_json): tool schemas and call arguments
+// reach the chat template, whose `tojson` prints them in that order, as the model was trained.
 // Included only by the adapter .cpp files (it brings nlohmann/json.hpp).
 #pragma once
 
@@ -14,7 +16,7 @@
 
 namespace flare::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 struct JsonLimits {
   size_t max_bytes = 8u << 20;

@@ -198,6 +198,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void write_response(HttpResponse response) {
     auto message = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), 11);
     message->set(http::field::server, "flare");
+    if (response.status == 529) message->reason("Overloaded");  // Anthropic's status; Beast has no name for it
     message->set(http::field::content_type, response.content_type);
     for (const auto& [name, value] : response.headers) message->set(name, value);
     message->body() = std::move(response.body);

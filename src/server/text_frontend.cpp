@@ -6,6 +6,7 @@
 #include "server/text_frontend.h"
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -96,30 +97,6 @@ std::string raw_token_bytes(const std::string& token) {
     bytes.push_back(static_cast<char>(b));
   }
   return bytes;
-}
-
-// The server parses bodies into sorted-key JSON, so the order the client wrote is lost. Templates
-// print tools and call arguments with `tojson`, and models were trained on the OpenAI order
-// ({"type", "function": {"name", "description", "parameters": {"type", "properties",
-// "required"}}}), so those keys come first in that order; other keys stay sorted.
-ordered_json to_template_json(const json& value) {
-  static constexpr std::string_view kLeading[] = {"role", "content", "reasoning_content", "tool_calls", "tool_call_id",
-                                                  "id", "type", "function", "name", "description", "parameters",
-                                                  "properties", "required", "arguments"};
-  if (value.is_array()) {
-    ordered_json out = ordered_json::array();
-    for (const auto& element : value) out.push_back(to_template_json(element));
-    return out;
-  }
-  if (!value.is_object()) return ordered_json(value);
-  ordered_json out = ordered_json::object();
-  for (std::string_view key : kLeading) {
-    if (auto it = value.find(std::string(key)); it != value.end()) out[std::string(key)] = to_template_json(*it);
-  }
-  for (auto it = value.begin(); it != value.end(); ++it) {
-    if (!out.contains(it.key())) out[it.key()] = to_template_json(it.value());
-  }
-  return out;
 }
 
 class TextDetokenizer final : public Detokenizer {
@@ -233,21 +210,21 @@ class TextFrontend final : public Frontend {
 
   int32_t vocab_size() const override { return static_cast<int32_t>(tokenizer_->vocab_size()); }
 
-  std::string render_chat(const json& messages, const json& tools, const json& template_kwargs,
+  std::string render_chat(const ordered_json& messages, const ordered_json& tools, const ordered_json& template_kwargs,
                           bool add_generation_prompt) const override {
     if (!chat_) fail_input("this model has no chat template; use the completions API with a plain prompt");
     ordered_json kwargs = base_kwargs_;
     if (template_kwargs.is_object()) {
       for (auto it = template_kwargs.begin(); it != template_kwargs.end(); ++it) {
         if (it.key() == "messages" || it.key() == "tools" || it.key() == "add_generation_prompt") continue;
-        kwargs[it.key()] = to_template_json(it.value());
+        kwargs[it.key()] = it.value();
       }
     } else if (!template_kwargs.is_null()) {
       fail_input("chat template arguments must be a JSON object");
     }
     // transformers passes tools=None when the request declares none; templates test `tools is not none`.
-    ordered_json tool_list = tools.is_array() && !tools.empty() ? to_template_json(tools) : ordered_json();
-    return chat_->render_chat(to_template_json(messages), tool_list, add_generation_prompt, kwargs);
+    ordered_json tool_list = tools.is_array() && !tools.empty() ? tools : ordered_json();
+    return chat_->render_chat(messages, tool_list, add_generation_prompt, kwargs);
   }
 
   bool chat_prompt_needs_special_tokens() const override { return needs_special_tokens_; }
@@ -275,6 +252,14 @@ class TextFrontend final : public Frontend {
       reasoning->started_in_prompt = options.prompt_opened_reasoning;
     }
     return std::make_unique<TextOutputParser>(std::move(reasoning), options.parse_tool_calls ? tool_format_ : std::string());
+  }
+
+  std::string tool_call_format() const override { return tool_format_; }
+  bool is_control_token(TokenId id) const override { return tokenizer_->is_added(id); }
+  // Built on first use (a pass over the vocabulary), then shared by every constrained request.
+  std::shared_ptr<const TokenVocabulary> token_vocabulary() const override {
+    std::call_once(vocabulary_once_, [&] { vocabulary_ = build_token_vocabulary(*this); });
+    return vocabulary_;
   }
 
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -307,8 +292,8 @@ class TextFrontend final : public Frontend {
     if (with.size() <= without.size() || !std::equal(without.rbegin(), without.rend(), with.rbegin())) return false;
     std::string rendered;
     try {
-      json probe = json::array({json{{"role", "user"}, {"content", "x"}}});
-      rendered = render_chat(probe, json(), json::object(), true);
+      ordered_json probe = ordered_json::array({ordered_json{{"role", "user"}, {"content", "x"}}});
+      rendered = render_chat(probe, ordered_json(), ordered_json::object(), true);
     } catch (const Error&) {
       return false;  // a template that rejects the probe writes its own structure
     }
@@ -322,6 +307,8 @@ class TextFrontend final : public Frontend {
   bool supports_reasoning_ = false;
   bool needs_special_tokens_ = false;
   std::string tool_format_;
+  mutable std::once_flag vocabulary_once_;
+  mutable std::shared_ptr<const TokenVocabulary> vocabulary_;
 };
 
 }  // namespace

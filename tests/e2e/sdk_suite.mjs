@@ -161,6 +161,102 @@ await check("chat history with tool calls and results renders", async () => {
   assert.equal(response.choices.length, 1);
 });
 
+// tool_choice "required" / named is enforced by constrained decoding: whatever the weights, the
+// answer is one call of an allowed function with JSON-object arguments, streamed or not.
+const timeTool = {
+  type: "function",
+  function: { name: "get_time", description: "Current time in a zone", parameters: { type: "object", properties: { zone: { type: "string" } } } },
+};
+const toolMessages = [{ role: "user", content: "Weather in Paris?" }];
+
+function assertCall(name, argumentsText, allowed) {
+  assert.ok(allowed.includes(name), `called ${name}`);
+  const parsed = JSON.parse(argumentsText);
+  assert.equal(typeof parsed, "object");
+  assert.ok(parsed !== null && !Array.isArray(parsed), argumentsText);
+}
+
+await check("chat tool_choice required and named are enforced", async () => {
+  for (const temperature of [0, 1]) {
+    const response = await openai.chat.completions.create({
+      model, messages: toolMessages, tools: [weatherTool, timeTool], tool_choice: "required", max_tokens: 48, temperature, seed: 7,
+    });
+    const choice = response.choices[0];
+    assert.equal(choice.finish_reason, "tool_calls");
+    assert.equal(choice.message.tool_calls.length, 1);
+    assertCall(choice.message.tool_calls[0].function.name, choice.message.tool_calls[0].function.arguments, ["get_weather", "get_time"]);
+  }
+  const named = await openai.chat.completions.create({
+    model, messages: toolMessages, tools: [weatherTool, timeTool], tool_choice: { type: "function", function: { name: "get_time" } },
+    max_tokens: 40, n: 2, temperature: 1,
+  });
+  assert.equal(named.choices.length, 2);
+  for (const choice of named.choices) {
+    assert.equal(choice.finish_reason, "tool_calls");
+    assertCall(choice.message.tool_calls[0].function.name, choice.message.tool_calls[0].function.arguments, ["get_time"]);
+  }
+  // Streaming: the deltas assemble one call; the finish chunk says tool_calls.
+  const stream = await openai.chat.completions.create({
+    model, messages: toolMessages, tools: [weatherTool, timeTool], tool_choice: { type: "function", function: { name: "get_weather" } },
+    max_tokens: 40, temperature: 1, stream: true,
+  });
+  let name = "";
+  let args = "";
+  let finishReason;
+  for await (const chunk of stream) {
+    for (const choice of chunk.choices) {
+      for (const call of choice.delta.tool_calls ?? []) {
+        name += call.function?.name ?? "";
+        args += call.function?.arguments ?? "";
+      }
+      finishReason ??= choice.finish_reason ?? undefined;
+    }
+  }
+  assert.equal(finishReason, "tool_calls");
+  assertCall(name, args, ["get_weather"]);
+  // Too few tokens for any call is a 400 naming max_tokens.
+  const tooShort = await call("/v1/chat/completions", {
+    body: { model, messages: toolMessages, tools: [weatherTool], tool_choice: "required", max_tokens: 3 },
+  });
+  assert.equal(tooShort.status, 400, tooShort.text);
+  assert.equal(tooShort.json.error.param, "max_tokens");
+});
+
+await check("anthropic tool_choice any and tool are enforced", async () => {
+  const anthropicTools = [weatherTool, timeTool].map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters }));
+  const message = await anthropic.messages.create({
+    model, messages: toolMessages, tools: anthropicTools, tool_choice: { type: "any" }, max_tokens: 48, temperature: 1,
+  });
+  assert.equal(message.stop_reason, "tool_use");
+  const block = message.content.find((b) => b.type === "tool_use");
+  assert.ok(block, JSON.stringify(message.content));
+  assert.ok(["get_weather", "get_time"].includes(block.name), block.name);
+  assert.equal(typeof block.input, "object");
+  const final = await anthropic.messages
+    .stream({ model, messages: toolMessages, tools: anthropicTools, tool_choice: { type: "tool", name: "get_time" }, max_tokens: 40, temperature: 1 })
+    .finalMessage();
+  assert.equal(final.stop_reason, "tool_use");
+  const streamed = final.content.find((b) => b.type === "tool_use");
+  assert.equal(streamed?.name, "get_time", JSON.stringify(final.content));
+  assert.equal(typeof streamed.input, "object");
+});
+
+await check("responses tool_choice required is enforced", async () => {
+  const responseTools = [weatherTool, timeTool].map((t) => ({ type: "function", name: t.function.name, description: t.function.description, parameters: t.function.parameters }));
+  const response = await openai.responses.create({
+    model, input: "Weather in Paris?", tools: responseTools, tool_choice: "required", max_output_tokens: 48, temperature: 1,
+  });
+  const item = response.output.find((o) => o.type === "function_call");
+  assert.ok(item, JSON.stringify(response.output));
+  assertCall(item.name, item.arguments, ["get_weather", "get_time"]);
+  const named = await openai.responses.create({
+    model, input: "Weather in Paris?", tools: responseTools, tool_choice: { type: "function", name: "get_weather" }, max_output_tokens: 40,
+  });
+  const namedItem = named.output.find((o) => o.type === "function_call");
+  assert.ok(namedItem, JSON.stringify(named.output));
+  assertCall(namedItem.name, namedItem.arguments, ["get_weather"]);
+});
+
 let completionText;
 await check("completion with a string prompt", async () => {
   const response = await openai.completions.create({ model, prompt: codePrompt, max_tokens: 16, ...greedy });

@@ -120,7 +120,8 @@ class FakeFrontend final : public Frontend {
   }
   std::string token_text(TokenId id) const override { return ByteDetokenizer(false).push(id); }
   int32_t vocab_size() const override { return 258; }
-  std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools, const nlohmann::json& kwargs,
+  std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                          const nlohmann::ordered_json& kwargs,
                           bool add_generation_prompt) const override {
     std::string prompt;
     for (const auto& message : messages) {
@@ -140,7 +141,9 @@ class FakeFrontend final : public Frontend {
   std::unique_ptr<OutputParser> make_parser(const ParserOptions& options) const override {
     return std::make_unique<TagParser>(options);
   }
-  mutable nlohmann::json last_messages;
+  std::string tool_call_format() const override { return "hermes"; }
+  bool is_control_token(TokenId id) const override { return id >= 256; }
+  mutable nlohmann::ordered_json last_messages;
 };
 
 inline ModelInfo fake_model() {

@@ -172,6 +172,35 @@ TEST_F(LoopbackTest, AdmissionRejectionUsesTheCapacityForm) {
   std::string busy = request(post("/v1/chat/completions", kChat + "}"));
   EXPECT_EQ(busy.rfind("HTTP/1.1 503", 0), 0u) << busy;
   EXPECT_NE(busy.find("Options: --max-concurrency"), std::string::npos) << busy;
+  // Anthropic clients expect 529 overloaded_error for the same condition.
+  std::string overloaded = request(post("/v1/messages",
+                                        R"({"model": "demo", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})"));
+  EXPECT_EQ(overloaded.rfind("HTTP/1.1 529 Overloaded", 0), 0u) << overloaded;
+  EXPECT_NE(overloaded.find(R"("type":"overloaded_error")"), std::string::npos) << overloaded;
+  EXPECT_NE(overloaded.find("Options: --max-concurrency"), std::string::npos) << overloaded;
+}
+
+// Stopping (what SIGINT/SIGTERM do) closes the listener but lets an active stream finish: the
+// client receives every token and [DONE], new connections are refused, and run() returns.
+TEST_F(LoopbackTest, StopDrainsActiveStreamsAndRefusesNewConnections) {
+  engine.step_ms = 10;
+  engine.script = std::string(40, 'z');
+  int fd = connect_to(port);
+  ASSERT_GE(fd, 0);
+  send_all(fd, post("/v1/chat/completions", kChat + R"(, "stream": true, "max_tokens": 100})"));
+  std::string first = receive(fd, "\"content\":\"z\"");
+  ASSERT_NE(first.find("\"content\":\"z\""), std::string::npos) << first;
+  server->stop();
+  std::string rest = first + receive(fd);
+  close(fd);
+  size_t n_tokens = 0;
+  for (size_t at = rest.find("\"content\":\"z\""); at != std::string::npos; at = rest.find("\"content\":\"z\"", at + 1)) ++n_tokens;
+  EXPECT_EQ(n_tokens, 40u) << rest;
+  EXPECT_NE(rest.find("data: [DONE]"), std::string::npos) << rest;
+  EXPECT_EQ(engine.n_aborted.load(), 0);
+  thread.join();  // run() returned after the drain
+  EXPECT_LT(connect_to(port), 0) << "the listener still accepts after stop()";
+  thread = std::thread([] {});  // TearDown stops and joins again
 }
 
 TEST(ServerBind, RejectsBadHostAndAcceptsIpv6) {

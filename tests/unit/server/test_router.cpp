@@ -10,7 +10,7 @@
 namespace flare::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 using testing::FakeFrontend;
 using testing::ScriptedEngine;
 

@@ -10,7 +10,7 @@
 namespace flare::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 using testing::FakeFrontend;
 
 struct SseEvent {
@@ -309,10 +309,22 @@ TEST_F(StreamTest, EngineErrorBecomesStreamError) {
 TEST(AdmissionErrors, CapacityForm) {
   engine::AdmissionError busy{true, "a request slot", "4 of 4 running and 8 waiting", "--max-concurrency"};
   HttpResponse response = admission_error_response(ApiStyle::anthropic, busy);
-  EXPECT_EQ(response.status, 503);
+  EXPECT_EQ(response.status, 529);  // Anthropic's "overloaded" status
   json body = json::parse(response.body);
+  EXPECT_EQ(body["type"], "error");
   EXPECT_EQ(body["error"]["type"], "overloaded_error");
   EXPECT_EQ(body["error"]["message"], "needs a request slot; has 4 of 4 running and 8 waiting. Options: --max-concurrency.");
+
+  HttpResponse openai = admission_error_response(ApiStyle::openai, busy);
+  EXPECT_EQ(openai.status, 503);
+  json openai_body = json::parse(openai.body);
+  EXPECT_EQ(openai_body["error"]["type"], "service_unavailable");
+  EXPECT_EQ(openai_body["error"]["code"], "server_busy");
+
+  engine::AdmissionError never{false, "9,001 tokens", "a context limit of 8,192 tokens", "--kv-cache-limit"};
+  EXPECT_EQ(admission_error_response(ApiStyle::anthropic, never).status, 400);
+  EXPECT_EQ(json::parse(admission_error_response(ApiStyle::anthropic, never).body)["error"]["type"],
+            "invalid_request_error");
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// tool_choice "required" and named functions, enforced: a token constraint (engine/token_constraint.h)
+// that makes the model write one tool call in its own format. The call's opening text up to the
+// arguments is forced (when several functions are allowed the model picks the name, token by token,
+// among theirs), the arguments are generated under a JSON-object constraint that closes them in
+// time for the token budget, and the closing text is forced; the choice then ends (stop). The
+// format's parser reads one call of an allowed function, whatever the weights, and streaming is
+// unchanged (the forced tokens are ordinary output tokens).
+// Built on an HTTP thread from the frontend; the engine clones it per choice.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/token_constraint.h"
+#include "server/frontend.h"
+#include "text/json_prefix.h"
+
+namespace flare::server {
+
+class ToolCallConstraint final : public engine::TokenConstraint {
+ public:
+  // prefixes: per allowed function, the tokens of the opening text up to the arguments;
+  // suffix: the tokens of the closing text.
+  ToolCallConstraint(std::vector<std::vector<TokenId>> prefixes, std::vector<TokenId> suffix,
+                     std::shared_ptr<const TokenVocabulary> vocabulary);
+
+  std::unique_ptr<engine::TokenConstraint> clone() const override;
+  engine::TokenRule next(int32_t n_tokens_left) override;
+  void accept(TokenId token) override;
+  bool finished() const override { return stage_ == Stage::done; }
+
+  // The fewest tokens a complete call takes (shortest prefix, "{}" as single bytes, suffix).
+  int32_t min_tokens() const;
+
+ private:
+  enum class Stage : uint8_t { prefix, arguments, suffix, done };
+  engine::TokenRule arguments_rule(int32_t n_tokens_left) const;
+
+  std::vector<std::vector<TokenId>> prefixes_;
+  std::vector<TokenId> suffix_;
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
+  Stage stage_ = Stage::prefix;
+  size_t position_ = 0;          // tokens read of the prefix or suffix
+  std::vector<size_t> alive_;    // prefixes still matching what was generated
+  text::JsonPrefix arguments_;
+  bool can_finish_characters_ = false;  // the vocabulary has the bytes that finish a split UTF-8 character
+};
+
+// Sets request.constraint so the model calls one of `function_names`. Fails with a 400 naming
+// `tool_choice_field` when the model has no known tool-call format, and one naming
+// `max_tokens_field` when request.max_tokens cannot hold the shortest call. `close_reasoning`:
+// the prompt opened a reasoning block, which the forced text closes first.
+void force_tool_call(const Frontend& frontend, const std::vector<std::string>& function_names, bool close_reasoning,
+                     const std::string& tool_choice_field, const std::string& max_tokens_field,
+                     engine::GenerationRequest& request);
+
+}  // namespace flare::server
