@@ -44,17 +44,18 @@ void table_steps(std::string& out, const BenchReport& r) {
                        p.tokens / (p.timing.median_ms / 1e3), p.tflops, pct(p.ratio_to_gemm));
   }
   if (!r.decode.empty()) {
-    out += "\ndecode steps (every row at its context; events around Model::forward_logits):\n";
-    out += fmt::format("  {:>5} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "batch", "context", "kv", "median ms",
-                       "p25 ms", "p75 ms", "host ms", "tokens/s");
+    out += fmt::format("\ndecode steps ({}; every row at its context; events around Model::forward_logits):\n",
+                       r.step_runner);
+    out += fmt::format("  {:>5} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "batch", "context", "kv",
+                       "runner", "median ms", "p25 ms", "p75 ms", "host ms", "tokens/s", "eager ms");
     for (const DecodeResult& d : r.decode) {
       if (!d.skipped.empty()) {
         out += fmt::format("  {:>5} {:>7} {:>5} skipped: {}\n", d.batch, d.context, d.kv_dtype, d.skipped);
         continue;
       }
-      out += fmt::format("  {:>5} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10.0f}\n", d.batch, d.context, d.kv_dtype,
-                         ms(d.timing.median_ms), ms(d.timing.p25_ms), ms(d.timing.p75_ms),
-                         ms(d.timing.host_enqueue_ms), d.tokens_per_s);
+      out += fmt::format("  {:>5} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10.0f} {:>10}\n", d.batch, d.context,
+                         d.kv_dtype, d.runner, ms(d.timing.median_ms), ms(d.timing.p25_ms), ms(d.timing.p75_ms),
+                         ms(d.timing.host_enqueue_ms), d.tokens_per_s, ms(d.eager.median_ms));
     }
   }
   if (r.batch1_tokens_per_s > 0) {
@@ -164,11 +165,14 @@ nlohmann::json report_json(const BenchReport& r) {
        {{"copy_bandwidth", "read + write bytes of cuMemcpyDtoDAsync (2x the copy size) per second"},
         {"decode_bound", "weight bytes per step (all layer matrices, norms and the output head; not the embedding "
                          "table) / copy bandwidth"},
-        {"timing", "CUDA events on the backend stream; median of the repetitions"}}},
+        {"timing", "CUDA events on the backend stream; median of the repetitions"},
+        {"decode_timing", "a bucket's decode step replays its captured CUDA graph when the backend has graphs "
+                          "(runner \"graph\"); \"eager\" also times it operation by operation"}}},
       {"device", {{"name", r.device_name}, {"arch", r.device_arch}, {"memory_bytes", r.device_bytes}}},
       {"model",
        {{"name", r.model_name},
         {"source", r.model_source},
+        {"step_runner", r.step_runner},
         {"parameters", r.n_parameters},
         {"weight_bytes_per_token", r.weight_bytes_per_token}}},
       {"options",
@@ -189,8 +193,10 @@ nlohmann::json report_json(const BenchReport& r) {
   for (const DecodeResult& d : r.decode) {
     json entry = {{"batch", d.batch}, {"context", d.context}, {"kv_dtype", d.kv_dtype}};
     if (d.skipped.empty()) {
+      entry["runner"] = d.runner;
       entry["tokens_per_s"] = d.tokens_per_s;
       entry["timing"] = timing_json(d.timing);
+      entry["eager"] = timing_json(d.eager);
     } else {
       entry["skipped"] = d.skipped;
     }

@@ -45,8 +45,10 @@ struct DecodeResult {
   std::int32_t batch = 0, context = 0;
   std::string kv_dtype;
   std::string skipped;         // non-empty: why it did not run
-  Timing timing;
+  std::string runner;          // "graph" (a captured CUDA graph replayed) or "eager"
+  Timing timing;               // the runner's
   double tokens_per_s = 0;     // batch / step time
+  Timing eager;                // the same step enqueued operation by operation
 };
 
 struct AttentionResult {
@@ -87,6 +89,7 @@ struct BenchReport {
   std::string device_name, device_arch;
   std::uint64_t device_bytes = 0;
   std::string model_name, model_source;
+  std::string step_runner = "eager";   // decode steps: "eager" or "CUDA graphs" (eager also timed)
   std::int64_t n_parameters = 0;
   double weight_bytes_per_token = 0;  // see the conventions above
   BenchOptions options;

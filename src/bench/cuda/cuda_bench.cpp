@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_steps.h"
 #include "bench/cuda/device_fill.h"
 #include "bench/cuda/device_rates.h"
 #include "bench/cuda/random_weights.h"
@@ -69,11 +70,17 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
   TimingBackend timing(backend, m.spec);
   const std::unique_ptr<model::Model> model = load_model(m, timing, fill, options.seed);
   const std::int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
-  model->reserve(std::max(options.prefill_tokens, max_batch), max_batch, max_batch);
+  // Fixed buffer addresses for every step of the run (what captured graphs need).
+  const std::int32_t max_context = *std::max_element(options.contexts.begin(), options.contexts.end());
+  const std::int32_t max_blocks = std::max(StepShape{max_batch, 1, max_context, m.page_size_tokens}.n_pages(),
+                                           StepShape{1, std::max(options.prefill_tokens, 1), 0, m.page_size_tokens}.n_pages());
+  model->reserve(std::max(options.prefill_tokens, max_batch), max_batch, max_batch, max_blocks);
   progress(report, "model ready");
 
   StepBench steps{timing, *model, fill, options, report.rates, m.page_size_tokens,
-                  [&](const helios::Step& step, helios::KvCache& cache) { model->forward_logits(step, cache); }};
+                  [&](const helios::Step& step, helios::KvCache& cache) { model->forward_logits(step, cache); },
+                  timing.supports_graphs()};
+  report.step_runner = steps.graphs ? "CUDA graphs" : "eager";
   if (options.prefill_tokens > 0) {
     try {
       report.prefill.push_back(steps.prefill());

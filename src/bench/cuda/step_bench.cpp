@@ -59,10 +59,12 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
   const std::int32_t page = page_size_tokens;
   const std::int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
   helios::KvCache cache;
+  std::int32_t scratch_page = 0;
   std::string cache_failure;
   try {
     const StepShape largest{max_batch, 1, context, page};
-    cache = timing.allocate_kv_cache(model.kv_cache_layout(largest.n_pages(), page, kv_dtype));
+    scratch_page = largest.n_pages();  // one spare page after the rows' pages
+    cache = timing.allocate_kv_cache(model.kv_cache_layout(largest.n_pages() + 1, page, kv_dtype));
     fill_cache(fill, cache, options.seed + 31);
   } catch (const Error& e) {
     cache_failure = failure_text(backend(), e);
@@ -77,7 +79,14 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
       d.skipped = cache_failure;
     } else {
       try {
-        d.timing = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(step, cache); });
+        model.drop_decode_graphs();
+        d.eager = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(step, cache); });
+        d.runner = "eager";
+        d.timing = d.eager;
+        if (graphs && model.capture_decode_graph(batch, cache, scratch_page)) {
+          d.runner = "graph";
+          d.timing = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(step, cache); });
+        }
         d.tokens_per_s = batch / (d.timing.median_ms * 1e-3);
       } catch (const Error& e) {
         d.skipped = failure_text(backend(), e);
@@ -85,7 +94,7 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
     }
     report.decode.push_back(d);
     if (breakdowns && d.skipped.empty() && (batch == 1 || batch == max_batch)) {
-      report.breakdowns.push_back(breakdown(step, cache, context, d.timing.median_ms));
+      report.breakdowns.push_back(breakdown(step, cache, context, d.eager.median_ms));
     }
   }
 }
@@ -94,7 +103,8 @@ Breakdown StepBench::breakdown(const helios::Step& step, helios::KvCache& cache,
   Breakdown b;
   b.batch = step.n_rows();
   b.context = context;
-  b.step_ms = step_ms;
+  b.step_ms = step_ms;  // the eager step's
+  model.drop_decode_graphs();  // operation by operation
   timing.set_recording(true);
   for (int i = 0; i < k_breakdown_steps; ++i) run(step, cache);
   timing.set_recording(false);

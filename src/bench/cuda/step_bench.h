@@ -1,7 +1,8 @@
 // The timed parts of a GPU benchmark run: a prefill step, decode steps per batch bucket, decode
 // attention alone, and the per-operation breakdown of a decode step. Steps run through
-// Model::forward_logits (logits stay on the device, nothing is sampled); a step is one call to a
-// StepRunner, so replaying a captured CUDA graph per bucket instead is a change of runner only.
+// Model::forward_logits (logits stay on the device, nothing is sampled), as the engine runs them:
+// a decode bucket is timed eagerly, then with its CUDA graph captured (Model::capture_decode_graph),
+// which forward_logits replays; the per-operation table runs eagerly.
 #pragma once
 
 #include <functional>
@@ -24,14 +25,16 @@ struct StepBench {
   const DeviceRates& rates;
   std::int32_t page_size_tokens = 16;  // KV page size (the recipe's)
   StepRunner run;         // default: Model::forward_logits
+  bool graphs = true;     // capture each decode bucket's CUDA graph when the backend has graphs
 
   helios::cuda::CudaBackend& backend() { return timing.inner(); }
 
   // One prompt row of options.prefill_tokens from position 0 (bf16 KV).
   PrefillResult prefill();
   // Every batch bucket at `context` cached tokens per row with `kv_dtype` pages (filled with random
-  // values); a bucket the backend rejects is recorded as skipped with its message. With
-  // `breakdowns`, also times batch 1 and the largest bucket operation by operation.
+  // values; one spare page for graph captures); a bucket the backend rejects is recorded as
+  // skipped with its message. With `breakdowns`, also times batch 1 and the largest bucket
+  // operation by operation.
   void decode(std::int32_t context, helios::DType kv_dtype, BenchReport& report, bool breakdowns);
   // options.attention_batch rows attending options.attention_context positions each, one layer.
   AttentionResult attention(helios::DType kv_dtype);

@@ -63,6 +63,16 @@ void TimingBackend::upload(helios::Buffer& dst, std::size_t offset, const void* 
   mark("upload", double(size), 0);
 }
 
+void TimingBackend::upload_step_input(helios::Buffer& dst, std::size_t offset, const void* src, std::size_t size) {
+  inner_.upload_step_input(dst, offset, src, size);
+  mark("step upload", double(size), 0);
+}
+
+void TimingBackend::replay(const helios::StepGraph& graph) {
+  inner_.replay(graph);
+  mark("graph replay", 0, 0);
+}
+
 void TimingBackend::begin_step(const helios::Step& step, const helios::KvCache& cache) {
   if (recording_) {
     ++n_steps_;

@@ -4,6 +4,7 @@
 // model runs through it unchanged, so the per-operation table times the real forward pass.
 // One event is recorded after each operation (and one at begin_step), so consecutive intervals
 // cover the whole step: an operation's time includes any wait for the host to launch it.
+// Recording must be off while a graph is captured (events would land in the graph).
 #pragma once
 
 #include <map>
@@ -41,6 +42,19 @@ class TimingBackend final : public helios::Backend {
     inner_.kv_copy_pages(cache, copies);
   }
   void begin_step(const helios::Step& step, const helios::KvCache& cache) override;
+  void bind_thread() override { inner_.bind_thread(); }
+  void reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) override {
+    inner_.reserve_step(max_tokens, max_rows, max_blocks);
+  }
+  void upload_step_input(helios::Buffer& dst, std::size_t offset, const void* src, std::size_t size) override;
+  // Graphs pass straight through: a replay is one timed operation ("graph replay"); the
+  // per-operation table is taken with the graphs dropped, so the model runs eagerly.
+  bool supports_graphs() const override { return inner_.supports_graphs(); }
+  std::uint64_t graph_generation() const override { return inner_.graph_generation(); }
+  std::unique_ptr<helios::StepGraph> capture(const std::function<void()>& enqueue) override {
+    return inner_.capture(enqueue);
+  }
+  void replay(const helios::StepGraph& graph) override;
   void embedding(const helios::Tensor& table, helios::Tensor out) override;
   void rms_norm(const helios::Tensor& x, helios::Tensor* residual, const helios::Tensor& weight, float eps,
                 helios::Tensor out) override;
