@@ -97,6 +97,7 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
       report.breakdowns.push_back(breakdown(step, cache, context, d.eager.median_ms));
     }
   }
+  model.drop_decode_graphs();  // they name this cache, freed on return
 }
 
 Breakdown StepBench::breakdown(const helios::Step& step, helios::KvCache& cache, std::int32_t context, double step_ms) {
