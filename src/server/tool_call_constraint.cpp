@@ -100,7 +100,7 @@ engine::TokenRule ToolCallConstraint::next(int32_t n_tokens_left) {
 // Tokens that keep the arguments a valid JSON-object prefix which can still be closed, with the
 // suffix, within the tokens left (closing one byte per token); when only closing fits, the next
 // byte of the shortest closing is forced.
-engine::TokenRule ToolCallConstraint::arguments_rule(int32_t n_tokens_left) const {
+engine::TokenRule ToolCallConstraint::arguments_rule(int32_t n_tokens_left) {
   const TokenVocabulary& vocabulary = *vocabulary_;
   const int32_t budget = n_tokens_left - static_cast<int32_t>(suffix_.size());  // this token included
   const std::string closing = arguments_.completion();
@@ -111,24 +111,43 @@ engine::TokenRule ToolCallConstraint::arguments_rule(int32_t n_tokens_left) cons
     return rule;
   };
   if (static_cast<int32_t>(closing.size()) >= budget) return force_closing();
+  std::string key = arguments_.state_key();
+  if (key != valid_key_) {  // the tokens that keep the JSON valid depend only on the state
+    valid_tokens_ = valid_json_tokens();
+    valid_key_ = std::move(key);
+  }
+  const auto room = static_cast<size_t>(budget - 1);  // tokens left for closing after this one
+  rule.kind = TokenRule::Kind::allowed;
+  for (TokenId id : valid_tokens_) {
+    const std::string& bytes = vocabulary.bytes[static_cast<size_t>(id)];
+    if (closing.size() + kCompletionGrowthPerByte * bytes.size() > room) {  // may not close in time: check
+      text::JsonPrefix trial = arguments_;
+      trial.push(bytes);
+      if (trial.completion().size() > room) continue;
+    }
+    rule.tokens.push_back(id);
+  }
+  if (rule.tokens.empty()) return force_closing();
+  return rule;
+}
+
+std::vector<TokenId> ToolCallConstraint::valid_json_tokens() const {
+  const TokenVocabulary& vocabulary = *vocabulary_;
   std::array<bool, 256> first_byte_ok{};
   for (int b = 0; b < 256; ++b) {
     text::JsonPrefix trial = arguments_;
     first_byte_ok[static_cast<size_t>(b)] = trial.push(static_cast<char>(b));
   }
-  const auto room = static_cast<size_t>(budget - 1);  // tokens left for closing after this one
-  rule.kind = TokenRule::Kind::allowed;
+  std::vector<TokenId> valid;
   for (size_t id = 0; id < vocabulary.bytes.size(); ++id) {
     const std::string& bytes = vocabulary.bytes[id];
     if (bytes.empty() || vocabulary.control[id] || !first_byte_ok[static_cast<unsigned char>(bytes[0])]) continue;
     text::JsonPrefix trial = arguments_;
     if (!trial.push(bytes)) continue;
     if (trial.inside_character() && !can_finish_characters_) continue;  // no byte tokens to close it
-    if (closing.size() + kCompletionGrowthPerByte * bytes.size() > room && trial.completion().size() > room) continue;
-    rule.tokens.push_back(static_cast<TokenId>(id));
+    valid.push_back(static_cast<TokenId>(id));
   }
-  if (rule.tokens.empty()) return force_closing();
-  return rule;
+  return valid;
 }
 
 void ToolCallConstraint::accept(TokenId token) {

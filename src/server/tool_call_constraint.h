@@ -36,7 +36,9 @@ class ToolCallConstraint final : public engine::TokenConstraint {
 
  private:
   enum class Stage : uint8_t { prefix, arguments, suffix, done };
-  engine::TokenRule arguments_rule(int32_t n_tokens_left) const;
+  engine::TokenRule arguments_rule(int32_t n_tokens_left);
+  // The tokens whose bytes keep the arguments a valid JSON-object prefix (budget aside).
+  std::vector<TokenId> valid_json_tokens() const;
 
   std::vector<std::vector<TokenId>> prefixes_;
   std::vector<TokenId> suffix_;
@@ -46,6 +48,9 @@ class ToolCallConstraint final : public engine::TokenConstraint {
   std::vector<size_t> alive_;    // prefixes still matching what was generated
   text::JsonPrefix arguments_;
   bool can_finish_characters_ = false;  // the vocabulary has the bytes that finish a split UTF-8 character
+  // Cache of valid_json_tokens() for the state valid_key_ (JsonPrefix::state_key()).
+  std::string valid_key_;
+  std::vector<TokenId> valid_tokens_;
 };
 
 // Sets request.constraint so the model calls one of `function_names`. Fails with a 400 naming

@@ -266,6 +266,24 @@ char JsonPrefix::completion_byte() const {
   return '\0';
 }
 
+std::string JsonPrefix::state_key() const {
+  // Only the fields the current mode reads: the others keep stale values from earlier values.
+  const bool in_string = mode_ == Mode::string || mode_ == Mode::escape || mode_ == Mode::unicode;
+  const bool in_number = mode_ == Mode::number_int || mode_ == Mode::number_exp_digits;
+  std::string key;
+  key.reserve(8 + stack_.size());
+  key.push_back(static_cast<char>(mode_));
+  key.push_back(static_cast<char>(in_string && key_));
+  key.push_back(static_cast<char>(mode_ == Mode::unicode ? n_hex_left_ : 0));
+  key.push_back(static_cast<char>(in_string ? n_utf8_pending_ : 0));
+  key.push_back(static_cast<char>(in_string && n_utf8_pending_ > 0 && n_utf8_read_ == 0 ? utf8_lead_ : 0));
+  key.push_back(static_cast<char>(in_number ? n_number_digits_ : 0));
+  if (mode_ == Mode::literal) key += literal_;  // the rest of the literal ("ue", "ull", ...)
+  key.push_back('|');
+  key += stack_;
+  return key;
+}
+
 std::string JsonPrefix::completion() const {
   std::string out;
   JsonPrefix state = *this;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <random>
 
 namespace flare::text {
@@ -65,6 +66,44 @@ TEST(JsonPrefix, NumbersStayFinite) {
   EXPECT_FALSE(accepts("{\"a\": " + std::string(101, '7')));
   EXPECT_TRUE(parses_as_object("{\"a\": " + std::string(100, '7') + "e99}"));
   EXPECT_TRUE(accepts("{\"a\": 0." + std::string(500, '1') + "e-99}"));
+}
+
+// Equal keys mean equal futures; the keys tell apart states that accept different bytes.
+TEST(JsonPrefix, StateKeysSeparateStates) {
+  auto key = [](std::string_view text) {
+    JsonPrefix prefix;
+    EXPECT_TRUE(prefix.push(text)) << text;
+    return prefix.state_key();
+  };
+  EXPECT_EQ(key("{\"a\": \"xy"), key("{\"bbb\": [1, {}], \"c\": \"z"));
+  EXPECT_NE(key("{\"a\": \"xy"), key("{\"a\": [\"xy"));
+  EXPECT_NE(key("{\"a\": tr"), key("{\"a\": nu"));
+  EXPECT_NE(key("{\"a\": \"\xE2"), key("{\"a\": \"\xE2\x82"));
+  EXPECT_NE(key("{\"a\": \"\xE0"), key("{\"a\": \"\xE1"));
+  EXPECT_NE(key("{\"a\": 1"), key("{\"a\": 12"));  // digit counts bound numbers
+  // Random prefixes with equal keys accept the same bytes.
+  std::mt19937 rng(3);
+  const std::string alphabet = "{}[]\":,0123456789-.eEtrufalsn \\u\xC3\xA9\xE2\x82x";
+  std::map<std::string, std::string> seen;  // key -> the bytes accepted next
+  int n_repeats = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    JsonPrefix prefix;
+    for (int i = 0; i < 12 && !prefix.complete(); ++i) {
+      JsonPrefix attempt = prefix;
+      if (attempt.push(alphabet[rng() % alphabet.size()])) prefix = attempt;
+    }
+    std::string accepted;
+    for (int b = 0; b < 256; ++b) {
+      JsonPrefix attempt = prefix;
+      if (attempt.push(static_cast<char>(b))) accepted.push_back(static_cast<char>(b));
+    }
+    auto [it, inserted] = seen.emplace(prefix.state_key(), accepted);
+    if (!inserted) {
+      ++n_repeats;
+      EXPECT_EQ(it->second, accepted);
+    }
+  }
+  EXPECT_GT(n_repeats, 100);
 }
 
 TEST(JsonPrefix, CompletionIsShortest) {
