@@ -129,7 +129,8 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
                                               std::int64_t(k_decode_ctas_per_sm) * device().n_multiprocessors) *
                                   std::size_t(p.n_heads);
     stream_.synchronize();  // queued kernels may still use the old buffer
-    attention_scratch_ = std::make_unique<DeviceMemory>(std::max(n_slots, max_slots) * (std::size_t(p.head_dim) * 4 + 8));
+    const std::size_t slot_bytes = std::size_t(p.head_dim) * 4 + 8;
+    attention_scratch_ = std::make_unique<DeviceMemory>(std::max(n_slots, max_slots) * slot_bytes);
     ++graph_generation_;  // graphs that recorded the old buffer must be captured again
   }
   CUdeviceptr acc_ptr = n_splits > 1 ? attention_scratch_->address() : 0;

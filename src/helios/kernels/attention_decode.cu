@@ -59,7 +59,9 @@ typedef uint4 kv_chunk;  // 8 bf16 values
 __device__ __forceinline__ float flare_neg_inf() { return -__int_as_float(0x7f800000); }
 
 // exp2(x - m) where m == -inf means "no score yet" (the result is then 0 for x == -inf too).
-__device__ __forceinline__ float flare_exp2_from(float x, float m) { return exp2f(x - (m == flare_neg_inf() ? 0.0f : m)); }
+__device__ __forceinline__ float flare_exp2_from(float x, float m) {
+  return exp2f(x - (m == flare_neg_inf() ? 0.0f : m));
+}
 
 // Two e4m3 values (the low 16 bits of `pair`, element 0 lowest) -> f32, exact. sm_89+ converts in
 // hardware; before, the byte's exponent and mantissa go into an f32 (bias 127 instead of 7, which also
@@ -168,7 +170,9 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
 #pragma unroll
         for (int i = 0; i < 8; ++i) dot = fmaf(qv[g][i], k[i], dot);
 #pragma unroll
-        for (int offset = k_lanes_per_key / 2; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        for (int offset = k_lanes_per_key / 2; offset > 0; offset >>= 1) {
+          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        }
         s[u][g] = base + u * k_keys_per_load + key_slot < end ? dot * scale_log2 : flare_neg_inf();
       }
     }
@@ -214,7 +218,9 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       const float mine = flare_exp2_from(m[g], new_m), theirs = flare_exp2_from(other_m, new_m);
       l[g] = l[g] * mine + other_l * theirs;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * mine + __shfl_xor_sync(0xffffffffu, acc[g][i], offset) * theirs;
+      for (int i = 0; i < 8; ++i) {
+        acc[g][i] = acc[g][i] * mine + __shfl_xor_sync(0xffffffffu, acc[g][i], offset) * theirs;
+      }
       m[g] = new_m;
     }
   }

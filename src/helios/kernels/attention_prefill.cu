@@ -52,7 +52,8 @@ __device__ __forceinline__ unsigned flare_smem_address(const void* p) {
   return unsigned(__cvta_generic_to_shared(p));
 }
 
-__device__ __forceinline__ void flare_ldmatrix_x4(unsigned address, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+__device__ __forceinline__ void flare_ldmatrix_x4(unsigned address, unsigned& r0, unsigned& r1, unsigned& r2,
+                                                  unsigned& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(address));
 }
@@ -117,7 +118,8 @@ __device__ __forceinline__ void flare_load_tile(unsigned char* tile, const kv_t*
     unsigned packed[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) packed[j] = flare_e4m3x2_to_bf16x2(w[j / 2] >> (16 * (j % 2)));
-    *reinterpret_cast<uint4*>(tile + flare_tile_offset(key, 2 * pair)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    *reinterpret_cast<uint4*>(tile + flare_tile_offset(key, 2 * pair)) =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
     *reinterpret_cast<uint4*>(tile + flare_tile_offset(key, 2 * pair + 1)) =
         make_uint4(packed[4], packed[5], packed[6], packed[7]);
   }
@@ -128,7 +130,8 @@ __device__ __forceinline__ void flare_load_tile(unsigned char* tile, const kv_t*
     const kv_t* src = valid ? head_base + (long long)blocks[position / page_size] * page_elems +
                                   (long long)(position % page_size) * slot_elems + chunk * 8
                             : head_base;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(flare_smem_address(tile + flare_tile_offset(key, chunk))),
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                     flare_smem_address(tile + flare_tile_offset(key, chunk))),
                  "l"(src), "r"(valid ? 16 : 0));
   }
 #endif
@@ -220,7 +223,8 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
 #pragma unroll
       for (int p = 0; p < k_ksteps / 2; ++p) {
         unsigned b0, b1, b2, b3;
-        flare_ldmatrix_x4(flare_smem_address(s_k + flare_tile_offset(n * 8 + lane % 8, p * 4 + lane / 8)), b0, b1, b2, b3);
+        flare_ldmatrix_x4(flare_smem_address(s_k + flare_tile_offset(n * 8 + lane % 8, p * 4 + lane / 8)), b0, b1, b2,
+                          b3);
         flare_mma(s[n], qa[2 * p], b0, b1);
         flare_mma(s[n], qa[2 * p + 1], b2, b3);
       }
@@ -240,7 +244,9 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
       for (int e = 0; e < 4; ++e) {
         const int r = e / 2, key = key0 + n * 8 + quad * 2 + e % 2;
         float x = s[n][e] * scale_log2;
-        if (needs_mask && (key > qpos[r] || (sliding_window > 0 && key <= qpos[r] - sliding_window))) x = flare_neg_inf();
+        if (needs_mask && (key > qpos[r] || (sliding_window > 0 && key <= qpos[r] - sliding_window))) {
+          x = flare_neg_inf();
+        }
         s[n][e] = x;
         tile_max[r] = fmaxf(tile_max[r], x);
       }
