@@ -334,10 +334,6 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
       stage.ok(fmt::format("0 compiled, 0 tuned (CPU backend, {} threads)", cpu_threads));
     }
   }
-  {
-    ProgressStage stage(terminal, stderr, "Build graphs");
-    stage.ok(gpu ? "0 graphs (steps run eagerly)" : "0 graphs (CPU)");
-  }
 
   // Allocate caches.
   const std::int64_t context = static_cast<std::int64_t>(capacities.context_ceiling_tokens());
@@ -394,6 +390,17 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     fail(ExitCode::capacity, "cannot allocate {} KV tokens on {}: {}\nOptions: a lower --max-concurrency, "
          "--kv-cache-limit context, or a reserve (--memory-limit -8G)", format_count(static_cast<std::uint64_t>(kv.tokens)),
          gpu->device_label(), e.what());
+  }
+  {
+    // After the pool: a decode graph records the KV cache's address.
+    ProgressStage stage(terminal, stderr, "Build graphs");
+    std::vector<std::int32_t> buckets;
+    for (auto bucket : capacities.concurrency_buckets())
+      if (buckets.empty() || buckets.back() < concurrency) buckets.push_back(static_cast<std::int32_t>(bucket));
+    const std::int32_t n_graphs = runner->capture_graphs(buckets);
+    stage.ok(gpu ? fmt::format("{} decode graphs (batch buckets {}), {} operations", n_graphs,
+                               fmt::join(runner->graph_buckets(), ", "), runner->model().n_decode_graph_nodes())
+                 : "0 graphs (CPU)");
   }
   engine::LocalEngine engine(engine_options, std::move(runner));
 

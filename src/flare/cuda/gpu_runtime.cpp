@@ -46,10 +46,10 @@ GpuRuntime::GpuRuntime(const package::Package& pkg, const std::optional<std::vec
   state_->owned = std::make_unique<helios::cuda::CudaBackend>(state_->gpu.visible_index, kernel_cache_dir,
                                                               std::move(images), cuda_root);
   state_->backend = state_->owned.get();
-  helios::GemmTuning& tuning = state_->backend->gemm_tuning();
-  if (!tuning_table.empty()) tuning = helios::GemmTuning::parse(tuning_table);
+  helios::GemmTuning tuning = tuning_table.empty() ? helios::GemmTuning() : helios::GemmTuning::parse(tuning_table);
   tuning.set_frozen(true);
   state_->n_shapes = tuning.size();
+  state_->backend->install_gemm_tuning(std::move(tuning));
 }
 
 GpuRuntime::~GpuRuntime() = default;

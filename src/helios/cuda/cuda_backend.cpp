@@ -43,7 +43,14 @@ unsigned blocks_for(std::int64_t n, std::int64_t per_block) { return unsigned((n
 
 CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
                          const std::filesystem::path& cuda_root)
-    : context_(device_index), nvrtc_(cuda_root), cache_(kernel_cache_dir) {
+    : CudaBackend(device_index, kernel_cache_dir, {}, cuda_root) {}
+
+CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
+                         std::map<std::string, std::string> prebuilt, const std::filesystem::path& cuda_root)
+    : context_(device_index),
+      nvrtc_(prebuilt.empty() ? std::make_unique<Nvrtc>(cuda_root) : nullptr),
+      cache_(kernel_cache_dir),
+      prebuilt_(std::move(prebuilt)) {
   // The shape-independent kernels, so a broken toolchain shows at construction.
   function("embedding", "flare_embedding");
   function("rms_norm", "flare_rms_norm");
@@ -69,15 +76,34 @@ CUfunction CudaBackend::function(const std::string& source, const std::string& e
   if (auto it = functions_.find(function_key); it != functions_.end()) return it->second;
   auto module_it = modules_.find(module_key);
   if (module_it == modules_.end()) {
-    CompileOptions options;
-    options.arch = context_.device().arch();
-    options.defines = defines;
-    const std::string cubin = nvrtc_.compile_cached(cache_, embedded_kernel(source), options);
+    std::string cubin;
+    if (!nvrtc_) {
+      const auto image = prebuilt_.find(module_key);
+      if (image == prebuilt_.end())
+        fail(ExitCode::failure, "the package has no compiled kernel '{}' for {}; export the model again with this "
+             "build", module_key, context_.device().arch());
+      cubin = image->second;
+    } else {
+      CompileOptions options;
+      options.arch = context_.device().arch();
+      options.defines = defines;
+      cubin = nvrtc_->compile_cached(cache_, embedded_kernel(source), options);
+    }
     module_it = modules_.emplace(module_key, std::make_unique<Module>(source, cubin)).first;
+    images_.emplace(module_key, std::move(cubin));
   }
   const CUfunction f = module_it->second->function(entry.c_str());
   functions_.emplace(function_key, f);
   return f;
+}
+
+std::size_t CudaBackend::load_prebuilt_modules() {
+  for (const auto& [key, cubin] : prebuilt_) {
+    if (modules_.contains(key)) continue;
+    modules_.emplace(key, std::make_unique<Module>(key.substr(0, key.find(' ')), cubin));
+    images_.emplace(key, cubin);
+  }
+  return modules_.size();
 }
 
 void CudaBackend::launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name) {

@@ -35,12 +35,25 @@ class CudaBackend final : public Backend {
   // Throws flare::Error when the driver, the device or NVRTC is unavailable, or a kernel fails to compile.
   CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
               const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root));
+  // Kernels only from `prebuilt` (module key -> CUBIN, what a package carries): NVRTC is never
+  // loaded, and a kernel missing from the map is an error naming it (flare run compiles nothing).
+  CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
+              std::map<std::string, std::string> prebuilt,
+              const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root));
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
   DType activation_dtype() const override { return DType::bf16; }
   const DeviceInfo& device() const { return context_.device(); }
   KernelCache& kernel_cache() { return cache_; }
+  // Every module loaded so far, by module key ("attention -DHEAD_DIM=128"): what an export stores.
+  const std::map<std::string, std::string>& loaded_images() const { return images_; }
+  std::int64_t n_compiled() const { return cache_.n_builds(); }  // NVRTC runs (kernel cache misses)
+  std::string compiler() const { return nvrtc_ ? "nvrtc " + nvrtc_->version() : "none (package kernels)"; }
+  // Loads every packaged module now (flare run's "Load kernels"); returns the number loaded.
+  std::size_t load_prebuilt_modules();
+  // Binds the device's context to the calling thread (the engine thread, before its first step).
+  void bind_thread() override { context_.make_current(); }
   // The stream every operation is enqueued on (benchmarks record CUDA events on it).
   const Stream& stream() const { return stream_; }
   // GEMMs (cuda_backend_gemm.cpp): "cublaslt" when cuBLASLt loaded, else "nvrtc" (the plain tiled
@@ -102,8 +115,10 @@ class CudaBackend final : public Backend {
 
   Context context_;
   Stream stream_;
-  Nvrtc nvrtc_;
+  std::unique_ptr<Nvrtc> nvrtc_;                  // null when kernels come from a package
   KernelCache cache_;
+  std::map<std::string, std::string> prebuilt_;  // module key -> CUBIN (package kernels)
+  std::map<std::string, std::string> images_;    // module key -> CUBIN of every loaded module
   std::map<std::string, std::unique_ptr<Module>> modules_;  // by source name + defines
   std::map<std::string, CUfunction> functions_;             // by module key + entry
 

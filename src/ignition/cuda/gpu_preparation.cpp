@@ -63,7 +63,7 @@ GpuPreparation::GpuPreparation(const model::ModelSpec& spec, const GpuPreparatio
   s.options = options;
   s.backend = std::make_unique<helios::cuda::CudaBackend>(options.device_index, options.kernel_cache_dir,
                                                           options.cuda_root);
-  s.backend->gemm_tuning().set_effort(helios::parse_tune_effort(options.autotune_effort));
+  s.backend->set_gemm_effort(helios::parse_tune_effort(options.autotune_effort));
   std::size_t total = 0;
   helios::cuda::check(helios::cuda::driver().mem_get_info(&s.free_at_start, &total), "cuMemGetInfo");
 }
@@ -152,7 +152,15 @@ void GpuPreparation::compile_forwards() {
   s.counts.n_shapes = std::int64_t(s.backend->gemm_tuning().size());
 }
 
-void GpuPreparation::capture_graphs() { state_->counts.n_graphs = 0; }
+void GpuPreparation::capture_graphs() {
+  State& s = *state_;
+  if (!s.model) fail(ExitCode::failure, "internal: capture_graphs before load_weights");
+  // Proves every decode bucket captures on this GPU; flare run captures its own from the catalog
+  // (a graph belongs to the process that built it). The last page is the capture's scratch page.
+  for (std::uint32_t bucket : s.options.buckets)
+    if (!s.model->capture_decode_graph(std::int32_t(bucket), s.cache, s.cache.layout.n_pages - 1)) break;
+  s.counts.n_graphs = s.model->n_decode_graphs();
+}
 
 std::uint64_t GpuPreparation::device_bytes_in_use() const {
   std::size_t free_now = 0, total = 0;
