@@ -15,6 +15,7 @@
 #include "ignition/memory_plan.h"
 #include "ignition/resolve.h"
 #include "ignition/signing_identity.h"
+#include "ignition/weight_reuse.h"
 #include "model/prepared_weights.h"
 #include "model/spec.h"
 #include "package/cache.h"
@@ -137,7 +138,6 @@ int run_export(const ExportOptions& options) {
   const Config config = load_config(options.global.config);
   const TerminalInfo terminal = detect_terminal(stderr, options.global.plain);
   if (options.no_weights && options.reuse_weights) fail_usage("--no-weights and --reuse-weights cannot be combined");
-  if (options.reuse_weights) fail_usage("--reuse-weights is not supported by this build yet; export without it");
   if (options.autotune_effort && *options.autotune_effort != "off" && *options.autotune_effort != "default" &&
       *options.autotune_effort != "audit")
     fail_usage("--autotune-effort must be off, default or audit");
@@ -208,6 +208,7 @@ int run_export(const ExportOptions& options) {
   proto::Manifest manifest;
   package::ModelCache cache(options.model_cache ? *options.model_cache : config.package_cache());
   std::vector<std::pair<std::string, std::vector<std::byte>>> weight_payloads;
+  std::vector<std::string> known_ids;  // --reuse-weights: the cached payloads' signed hashes
   std::int32_t n_reused = 0;
   std::unique_ptr<GpuPreparation> gpu;
   if (on_gpu) {
@@ -223,7 +224,20 @@ int run_export(const ExportOptions& options) {
   }
   {
     Phase phase(terminal, "Load weights", static_cast<std::uint64_t>(spec.n_layers + 1));
-    model::prepare_weights(spec, resolved.checkpoint_dir, [&](model::PreparedGroup&& group) {
+    if (options.reuse_weights) {
+      std::ifstream in(resolved.checkpoint_dir / "config.json", std::ios::binary);
+      const std::string config_json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      ReusedWeights reused = reuse_cached_weights(cache, resolved.served_names.front(), resolved, config_json);
+      for (auto& view : reused.views) *manifest.add_tensors() = std::move(view);
+      for (auto& payload : reused.payloads) {
+        weight_payloads.emplace_back(payload.name, std::move(payload.bytes));
+        known_ids.push_back(payload.id);
+        phase.stage.advance(1);
+      }
+      n_reused = static_cast<std::int32_t>(weight_payloads.size());
+      std::fprintf(stderr, "  weights from %s (--reuse-weights; the checkpoint's tensors are not read)\n",
+                   reused.source.c_str());
+    } else model::prepare_weights(spec, resolved.checkpoint_dir, [&](model::PreparedGroup&& group) {
       weight_payloads.emplace_back(group.payload_name, pack_group(group, manifest));
       const std::string id = package::sha256_hex(weight_payloads.back().second);
       std::error_code ec;
@@ -336,8 +350,13 @@ int run_export(const ExportOptions& options) {
   {
     Phase phase(terminal, "Export package");
     package::PackageBuilder builder(manifest);
-    for (auto& [name, bytes] : weight_payloads)
-      builder.add_payload(name, proto::PAYLOAD_ROLE_WEIGHT, std::move(bytes));
+    for (std::size_t i = 0; i < weight_payloads.size(); ++i) {
+      auto& [name, bytes] = weight_payloads[i];
+      if (i < known_ids.size())
+        builder.add_payload_with_id(name, proto::PAYLOAD_ROLE_WEIGHT, known_ids[i], std::move(bytes));
+      else
+        builder.add_payload(name, proto::PAYLOAD_ROLE_WEIGHT, std::move(bytes));
+    }
     std::size_t n_executables = 0;
     if (gpu) {
       const auto images = gpu->kernel_images();
@@ -386,7 +405,7 @@ void add_export_command(CLI::App& app, ExportOptions& options) {
   command->add_flag("--plain", options.global.plain, "No styling or animation");
   command->add_flag("--no-weights", options.no_weights, "Export only when the exact weight payloads are cached");
   command->add_flag("--reuse-weights", options.reuse_weights,
-                    "Reuse the cached default version's weights (not built yet: rejected)");
+                    "Take the prepared weights from the model's cached default version (same checkpoint and layout)");
   command->add_option("--autotune-effort", options.autotune_effort, "Kernel search effort: off, default, audit");
   command->add_option("--compile-workers", options.compile_workers, "CPU compiler process budget per host");
   command->add_option("--repo-id", options.repo_id, "Hugging Face target recorded for the exported entry");

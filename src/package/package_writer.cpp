@@ -184,6 +184,19 @@ void PackageBuilder::add_payload(std::string name, proto::PayloadRole role, std:
   bytes_.push_back(std::move(bytes));
 }
 
+void PackageBuilder::add_payload_with_id(std::string name, proto::PayloadRole role, std::string id,
+                                         std::vector<std::byte> bytes) {
+  if (!valid_payload_name(name)) fail_input("invalid payload name '{}'", name);
+  if (!valid_payload_id(id)) fail_input("invalid payload id for '{}'", name);
+  auto* payload = manifest_.add_payloads();
+  payload->set_id(std::move(id));
+  payload->set_length_bytes(bytes.size());
+  payload->set_role(role);
+  payload->set_name(std::move(name));
+  payload->set_rank(-1);
+  bytes_.push_back(std::move(bytes));
+}
+
 void PackageBuilder::write(const std::filesystem::path& dest, PackageForm form, const SigningKey& key) {
   manifest_.set_format_version(kFormatVersion);
   manifest_.set_execution_abi_version(kExecutionAbiVersion);

@@ -45,6 +45,10 @@ grep -qE "^       Options: " "$HOME/err" || { cat "$HOME/err"; fail "no options 
 # --no-weights needs the exact weight payloads in the cache (exit 5 on a fresh cache).
 expect 5 "not in the cache" "$BIN/ignition" export demo --no-weights
 
+# --reuse-weights needs a cached default version (exit 5 on a fresh cache) and excludes --no-weights.
+expect 5 "no cached default version" "$BIN/ignition" export demo --reuse-weights
+expect 2 "cannot be combined" "$BIN/ignition" export demo --reuse-weights --no-weights
+
 # A first export publishes; a second reuses every weight payload; --no-weights then succeeds.
 "$BIN/ignition" export demo >"$HOME/entry1" 2>"$HOME/log1" || { cat "$HOME/log1"; fail "first export"; }
 grep -q "0 already cached" "$HOME/log1" || fail "first export reused weights it cannot have had"
@@ -52,6 +56,14 @@ grep -q "0 already cached" "$HOME/log1" || fail "first export reused weights it 
 grep -qE "9 payloads, .*, 9 already cached" "$HOME/log2" || { cat "$HOME/log2"; fail "second export did not reuse weights"; }
 "$BIN/ignition" export demo --no-weights >/dev/null 2>&1 || fail "--no-weights after an export"
 [[ -d $(cat "$HOME/entry2") ]] || fail "the printed entry path does not exist"
+# --reuse-weights takes the default version's payloads without reading the checkpoint's tensors,
+# and publishes the same weight hashes.
+"$BIN/ignition" export demo --reuse-weights >"$HOME/entry3" 2>"$HOME/log3" || { cat "$HOME/log3"; fail "--reuse-weights"; }
+grep -qE "weights from flare-demo-coder@.* \(--reuse-weights" "$HOME/log3" || { cat "$HOME/log3"; fail "no reuse line"; }
+for payload in "$(cat "$HOME/entry2")"/weights/*.safetensors; do
+  same="$(cat "$HOME/entry3")/weights/$(basename "$payload")"
+  [[ "$payload" -ef "$same" ]] || fail "--reuse-weights published a different $(basename "$payload") (not the same blob)"
+done
 
 # flare run refuses bad requests before loading anything.
 fingerprint=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).keys[0].fingerprint)' \
