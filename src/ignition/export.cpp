@@ -131,7 +131,19 @@ void set_sampling(const model::Recipe& recipe, proto::Manifest& manifest) {
 
 }  // namespace
 
-fs::path assets_directory() { return FLARE_ASSETS_DIR; }
+fs::path assets_directory() {
+  // The source tree the programs were built from; a copied tree (binaries carried to another
+  // machine) has them beside the binaries' folder or under the current folder.
+  std::error_code ec;
+  const fs::path built = FLARE_ASSETS_DIR;
+  if (fs::is_directory(built, ec)) return built;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (const fs::path& candidate : {exe.parent_path().parent_path() / "assets", exe.parent_path() / "assets"})
+      if (fs::is_directory(candidate / "demo-model", ec)) return candidate;
+  if (fs::is_directory(fs::path("assets") / "demo-model", ec)) return fs::absolute("assets", ec);
+  return built;
+}
 
 int run_export(const ExportOptions& options) {
   const Clock::time_point started = Clock::now();
