@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 
 namespace flare::helios {
@@ -84,15 +85,6 @@ bool valid_arch(std::string_view arch) {
 }
 
 std::uint8_t dtype_code(DType d) { return std::uint8_t(d); }
-
-void write_all(int fd, std::string_view bytes, const std::filesystem::path& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(ExitCode::failure, "cannot write GEMM tuning file {}: {}", path.string(), std::strerror(errno));
-    bytes.remove_prefix(std::size_t(n));
-  }
-}
 
 }  // namespace
 
@@ -241,25 +233,7 @@ void GemmTuning::save_file(const std::filesystem::path& path) const {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   if (ec) fail(ExitCode::failure, "cannot create GEMM tuning folder {}: {}", path.parent_path().string(), ec.message());
-  static std::atomic<std::uint64_t> sequence{0};
-  const std::filesystem::path tmp =
-      path.string() + fmt::format(".tmp.{}.{}.{}", ::getpid(), sequence++, std::random_device{}());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) fail(ExitCode::failure, "cannot write GEMM tuning file {}: {}", tmp.string(), std::strerror(errno));
-  try {
-    write_all(fd, serialize(), tmp);
-    if (::fsync(fd) != 0) fail(ExitCode::failure, "cannot sync GEMM tuning file {}: {}", tmp.string(), std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(ExitCode::failure, "cannot publish GEMM tuning file {}: {}", path.string(), std::strerror(err));
-  }
+  write_file_atomic(path, serialize());
 }
 
 }  // namespace flare::helios

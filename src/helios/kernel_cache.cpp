@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 
 namespace flare::helios {
@@ -63,15 +64,6 @@ bool valid_key(const std::string& key) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
-}
-
-void write_all(int fd, std::string_view bytes, const std::filesystem::path& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(ExitCode::failure, "cannot write kernel cache entry {}: {}", path.string(), std::strerror(errno));
-    bytes.remove_prefix(std::size_t(n));
-  }
 }
 
 }  // namespace
@@ -125,30 +117,13 @@ void KernelCache::store(const std::string& key, std::string_view binary) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   if (ec) fail(ExitCode::failure, "cannot create kernel cache folder {}: {}", path.parent_path().string(), ec.message());
-  static std::atomic<std::uint64_t> sequence{0};
-  const std::filesystem::path tmp = path.string() + fmt::format(".tmp.{}.{}.{}", ::getpid(), sequence++,
-                                                                std::random_device{}());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) fail(ExitCode::failure, "cannot write kernel cache entry {}: {}", tmp.string(), std::strerror(errno));
-  try {
-    Sha256 h;
-    h.update(binary);
-    const auto digest = h.finish();
-    write_all(fd, k_magic, tmp);
-    write_all(fd, std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()), tmp);
-    write_all(fd, binary, tmp);
-    if (::fsync(fd) != 0) fail(ExitCode::failure, "cannot sync kernel cache entry {}: {}", tmp.string(), std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(ExitCode::failure, "cannot publish kernel cache entry {}: {}", path.string(), std::strerror(err));
-  }
+  Sha256 h;
+  h.update(binary);
+  const auto digest = h.finish();
+  std::string entry(k_magic);
+  entry.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  entry.append(binary);
+  write_file_atomic(path, entry);
 }
 
 std::string KernelCache::get_or_build(const std::string& key, const std::function<std::string()>& build) {

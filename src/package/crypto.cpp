@@ -274,19 +274,6 @@ std::string render_publisher_profile(const PublisherProfile& profile) {
   return json.dump(2) + "\n";
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view text, unsigned mode) {
-  auto temp = path;
-  temp += fmt::format(".tmp-{}", ::getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) fail_input("cannot write {}: {}", temp.string(), std::strerror(errno));
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
-    ::unlink(temp.c_str());
-    fail_input("cannot write {}: {}", path.string(), std::strerror(errno));
-  }
-}
-
 std::string read_small_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_input("cannot read {}: {}", path.string(), std::strerror(errno));

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/atomic_file.h"
+
 namespace flare::package {
 
 using Sha256Digest = std::array<std::uint8_t, 32>;
@@ -88,8 +90,7 @@ PublisherProfile parse_publisher_profile(std::string_view json_text, const std::
 PublisherProfile load_publisher_profile(const std::filesystem::path& path);
 std::string render_publisher_profile(const PublisherProfile& profile);
 
-// Writes `text` to `path` atomically (temporary file, fsync, rename) with `mode`.
-void write_file_atomic(const std::filesystem::path& path, std::string_view text, unsigned mode = 0644);
+using flare::write_file_atomic;  // common/atomic_file.h
 std::string read_small_file(const std::filesystem::path& path, std::uint64_t max_bytes = 16u << 20);
 
 }  // namespace flare::package
