@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "flare/gpu_runtime.h"
+#include "flare/kv_sizing.h"
 #include "flare/package_selection.h"
 #include "helios/cpu/cpu_backend.h"
 #include "model/model.h"
@@ -37,7 +38,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::int64_t kMinTokensPerRequest = 8192;
 constexpr std::uint64_t kHostHeadroomBytes = 512 * kMiB;
 constexpr std::uint64_t kGpuHeadroomBytes = kGiB;  // driver, cuBLASLt workspace, sampling scratch
 
@@ -83,115 +83,6 @@ std::uint64_t frontend_bytes(const package::Package& pkg) {
   for (const auto& payload : pkg.manifest().payloads())
     if (payload.role() == proto::PAYLOAD_ROLE_FRONTEND) total += payload.length_bytes();
   return total;
-}
-
-struct KvSizing {
-  std::int64_t n_pages = 0;
-  std::int64_t tokens = 0;
-  std::string limited_by;
-};
-
-// Where the KV pages will live. On the CPU, `fixed_bytes` (weights and scratch) is charged against
-// the budget; on a GPU, the weights are already resident, so `available` is what is free now and
-// `held` what the model holds (charged against occupied and fractional limits only).
-struct KvMemory {
-  bool gpu = false;
-  std::uint64_t available = 0;
-  std::uint64_t total = 0;
-  std::uint64_t held = 0;
-  std::uint64_t headroom = kHostHeadroomBytes;
-  std::optional<std::uint64_t> package_reserve;  // GPU: the package's serving reserve
-};
-
-KvMemory host_kv_memory() {
-  return {false, host_memory_bytes("MemAvailable"), host_memory_bytes("MemTotal"), 0, kHostHeadroomBytes, std::nullopt};
-}
-
-// Pages from the memory budget (CPU: half of available host memory by default; GPU: all free
-// memory less the serving reserve; either way --memory-limit replaces the default), bounded by the
-// --kv-cache-limit ceiling; a pool below its floor is a capacity error in the spec's form.
-KvSizing size_kv_cache(const RunOptions& options, const Config& config, const KvMemory& memory,
-                       std::uint64_t fixed_bytes, std::uint64_t bytes_per_token, std::int64_t context,
-                       std::int64_t concurrency, std::int64_t page_tokens) {
-  const std::uint64_t available = memory.gpu ? memory.available + memory.held : memory.available;
-  const std::uint64_t total = memory.total;
-  const std::uint64_t kHostHeadroomBytes = memory.headroom;
-  if (memory.gpu) fixed_bytes = memory.held;
-  std::uint64_t budget = memory.gpu ? available : available / 2;
-  std::string budget_source = memory.gpu ? "free GPU memory" : "half of available host memory";
-  CapacityTerm supply_term{available, "available", ""};
-  std::vector<CapacityTerm> deductions{{kHostHeadroomBytes, "headroom", ""}};
-  if (memory.gpu && !options.memory_limit) {
-    const std::uint64_t reserve = config.memory.reserve_bytes.value_or(memory.package_reserve.value_or(0));
-    if (reserve > 0) {
-      budget = available > reserve ? available - reserve : 0;
-      budget_source = config.memory.reserve_bytes ? "[memory] reserve" : "the package's serving reserve";
-      deductions.push_back({reserve, "reserve", ""});
-    }
-  }
-  if (options.memory_limit) {
-    const MemoryLimit limit = parse_memory_limit(*options.memory_limit);
-    switch (limit.kind) {
-      case MemoryLimit::Kind::occupied_bytes:
-        budget = limit.bytes;
-        budget_source = "--memory-limit " + *options.memory_limit;
-        supply_term = {limit.bytes, "memory limit", ""};
-        deductions.clear();
-        break;
-      case MemoryLimit::Kind::reserve_bytes:
-        budget = available > limit.bytes ? available - limit.bytes : 0;
-        budget_source = "--memory-limit " + *options.memory_limit;
-        deductions.push_back({limit.bytes, "reserve", ""});
-        break;
-      case MemoryLimit::Kind::fraction_of_total:
-        budget = static_cast<std::uint64_t>(limit.fraction * static_cast<double>(total));
-        budget = std::min(budget, available);
-        budget_source = "--memory-limit " + *options.memory_limit;
-        supply_term = {budget, "limit", ""};
-        deductions.clear();
-        break;
-    }
-  } else if (config.memory.reserve_bytes && !memory.gpu) {
-    budget = available > *config.memory.reserve_bytes ? available - *config.memory.reserve_bytes : 0;
-    budget_source = "[memory] reserve";
-    deductions.push_back({*config.memory.reserve_bytes, "reserve", ""});
-  }
-  const std::uint64_t after_fixed = budget > fixed_bytes + kHostHeadroomBytes ? budget - fixed_bytes - kHostHeadroomBytes : 0;
-  std::int64_t tokens = static_cast<std::int64_t>(after_fixed / std::max<std::uint64_t>(bytes_per_token, 1));
-  KvSizing sizing;
-  sizing.limited_by = "memory (" + budget_source + ")";
-  std::int64_t ceiling = 0, floor_tokens = 0;
-  if (options.kv_cache_limit == "context") {
-    ceiling = context;
-    floor_tokens = page_tokens * concurrency;
-  } else if (options.kv_cache_limit == "concurrency") {
-    ceiling = context * concurrency;
-    floor_tokens = page_tokens * concurrency;
-  } else {
-    // On the CPU, more than one context per slot holds no useful history; a GPU's pool fills the
-    // budget (the prefix cache keeps what the active requests do not need).
-    ceiling = memory.gpu ? std::int64_t(1) << 40 : context * concurrency;
-    floor_tokens = std::min(kMinTokensPerRequest, context) * concurrency;
-  }
-  if (tokens > ceiling) {
-    tokens = ceiling;
-    sizing.limited_by = options.kv_cache_limit == "memory" ? "one context per request slot"
-                                                           : "--kv-cache-limit " + options.kv_cache_limit;
-  }
-  if (tokens < floor_tokens) {
-    CapacityShortfall shortfall;
-    shortfall.needed = {{fixed_bytes, "weights and scratch", ""},
-                        {static_cast<std::uint64_t>(floor_tokens) * bytes_per_token, "minimum pages",
-                         fmt::format("{} \u00d7 {} tokens", concurrency,
-                                     format_count(static_cast<std::uint64_t>(floor_tokens / std::max<std::int64_t>(concurrency, 1))))}};
-    shortfall.available = supply_term;
-    shortfall.deductions = deductions;
-    shortfall.options = {"a lower --max-concurrency", "--kv-cache-limit context", "a larger --memory-limit"};
-    fail_capacity(shortfall);
-  }
-  sizing.n_pages = (tokens + page_tokens - 1) / page_tokens;
-  sizing.tokens = sizing.n_pages * page_tokens;
-  return sizing;
 }
 
 std::string read_api_key_file(const fs::path& path) {
@@ -345,7 +236,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     ProgressStage stage(terminal, stderr, "Allocate caches");
     std::uint64_t fixed = manifest.memory_cost().graph_and_scratch_bytes();
     for (const auto& view : manifest.tensors()) fixed += view.length_bytes();
-    KvMemory memory = host_kv_memory();
+    KvMemory memory = host_kv_memory(kHostHeadroomBytes);
     if (gpu) {
       const GpuDeviceMemory now = gpu->memory();
       memory = {true, now.free_bytes, now.total_bytes,
@@ -355,7 +246,8 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
       memory.held += manifest.memory_cost().graph_and_scratch_bytes();
       memory.available -= std::min(memory.available, manifest.memory_cost().graph_and_scratch_bytes());
     }
-    kv = size_kv_cache(options, config, memory, fixed, bytes_per_token, context, concurrency, page_tokens);
+    KvRequest request{options.memory_limit, options.kv_cache_limit, config.memory.reserve_bytes};
+    kv = size_kv_cache(request, memory, fixed, bytes_per_token, context, concurrency, page_tokens);
     engine_options.max_concurrency = static_cast<std::int32_t>(concurrency);
     engine_options.prefill_chunk_tokens = static_cast<std::int32_t>(capacities.prefill_chunk_tokens());
     engine_options.page_size_tokens = static_cast<std::int32_t>(page_tokens);
