@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../support/demo_reference.h"
 #include "gpu_support.h"
 #include "helios/page_pool.h"
 #include "model/model.h"
@@ -24,18 +25,13 @@ namespace {
 
 using namespace helios::gpu_testing;
 
-constexpr double kNearTieNats = 0.3;
+using testing_support::kNearTieNats;
+using testing_support::log_softmax;
+using testing_support::top5;
 
-// The source tree's demo model (restored from its compressed shards on first use); a copied tree
-// run from its root finds it relative to the current folder.
 fs::path demo_dir() {
-  fs::path root = FLARE_SOURCE_DIR;
-  if (!fs::exists(root / "assets" / "demo-model")) root = ".";
-  const fs::path dir = root / "assets" / "demo-model";
-  if (!fs::exists(dir / "model-00001-of-00003.safetensors")) {
-    const std::string command = (root / "scripts" / "restore-assets").string();
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-  }
+  const fs::path dir = testing_support::demo_model_dir(FLARE_SOURCE_DIR);
+  EXPECT_FALSE(dir.empty()) << "scripts/restore-assets failed";
   return dir;
 }
 
@@ -45,25 +41,6 @@ std::vector<T> values(const package::SafetensorsFile& file, const std::string& n
   std::vector<T> out(view.bytes.size() / sizeof(T));
   std::memcpy(out.data(), view.bytes.data(), view.bytes.size());
   return out;
-}
-
-std::vector<float> log_softmax(const float* logits, std::int32_t n) {
-  const float max = *std::max_element(logits, logits + n);
-  double sum = 0;
-  for (std::int32_t i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - max);
-  const double lse = max + std::log(sum);
-  std::vector<float> out(static_cast<std::size_t>(n));
-  for (std::int32_t i = 0; i < n; ++i) out[std::size_t(i)] = float(logits[i] - lse);
-  return out;
-}
-
-std::vector<std::int32_t> top5(const std::vector<float>& logprobs) {
-  std::vector<std::int32_t> ids(logprobs.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  std::partial_sort(ids.begin(), ids.begin() + 5, ids.end(),
-                    [&](std::int32_t a, std::int32_t b) { return logprobs[std::size_t(a)] > logprobs[std::size_t(b)]; });
-  ids.resize(5);
-  return ids;
 }
 
 class CudaDemoModel : public testing::Test {

@@ -14,39 +14,20 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "../../support/demo_reference.h"
 #include "harness.h"
 
 namespace flare::model::testing {
 namespace {
 
-constexpr double kNearTieNats = 0.3;
+using testing_support::kNearTieNats;
+using testing_support::log_softmax;
+using testing_support::top5;
 
 std::filesystem::path demo_dir() {
-  const std::filesystem::path dir = std::filesystem::path(FLARE_SOURCE_DIR) / "assets" / "demo-model";
-  if (!std::filesystem::exists(dir / "model-00001-of-00003.safetensors")) {  // first use: restore the shards
-    const std::string command = (std::filesystem::path(FLARE_SOURCE_DIR) / "scripts" / "restore-assets").string();
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-  }
+  const std::filesystem::path dir = testing_support::demo_model_dir(FLARE_SOURCE_DIR);
+  EXPECT_FALSE(dir.empty()) << "scripts/restore-assets failed";
   return dir;
-}
-
-std::vector<float> log_softmax(const float* logits, std::int32_t n) {
-  const float max = *std::max_element(logits, logits + n);
-  double sum = 0;
-  for (std::int32_t i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - max);
-  const double lse = max + std::log(sum);
-  std::vector<float> out(static_cast<std::size_t>(n));
-  for (std::int32_t i = 0; i < n; ++i) out[std::size_t(i)] = float(logits[i] - lse);
-  return out;
-}
-
-std::vector<std::int32_t> top5(const std::vector<float>& logprobs) {
-  std::vector<std::int32_t> ids(logprobs.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  std::partial_sort(ids.begin(), ids.begin() + 5, ids.end(),
-                    [&](std::int32_t a, std::int32_t b) { return logprobs[std::size_t(a)] > logprobs[std::size_t(b)]; });
-  ids.resize(5);
-  return ids;
 }
 
 TEST(DemoModel, GreedyMatchesTransformersExceptAtNearTies) {
