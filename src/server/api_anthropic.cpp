@@ -292,7 +292,7 @@ GenerationJob prepare_anthropic_messages(const json& body, const AdapterContext&
   bool stream = get_bool(body, "stream").value_or(false);
   const bool prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
   if (tool_required) {
-    force_tool_call(context.frontend, required_tool_names({ToolChoice::Mode::required, {}}, tools),
+    force_tool_call(context.frontend, required_tool_names({ToolChoice::Mode::required, {}}, tools), tools,
                     prompt_opened_reasoning, "tool_choice", "max_tokens", request);
   }
 

@@ -207,8 +207,9 @@ GenerationJob prepare_chat_completion(const json& body, const AdapterContext& co
   apply_max_tokens(context.model, max_tokens, request, "messages");
   const bool prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
   if (tool_choice.mode == ToolChoice::Mode::required || tool_choice.mode == ToolChoice::Mode::named) {
-    force_tool_call(context.frontend, required_tool_names(tool_choice, tools), prompt_opened_reasoning, "tool_choice",
-                    body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", request);
+    force_tool_call(context.frontend, required_tool_names(tool_choice, tools), tools, prompt_opened_reasoning,
+                    "tool_choice", body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+                    request);
   }
   request.logprobs = get_bool(body, "logprobs").value_or(false);
   auto top_logprobs = get_int(body, "top_logprobs", 0, context.model.sampling_ranges.top_logprobs_max);

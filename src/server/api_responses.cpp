@@ -342,8 +342,8 @@ GenerationJob prepare_responses(const json& body, const AdapterContext& context)
   bool stream = get_bool(body, "stream").value_or(false);
   const bool prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
   if (tool_choice.mode == ToolChoice::Mode::required || tool_choice.mode == ToolChoice::Mode::named) {
-    force_tool_call(context.frontend, required_tool_names(tool_choice, tools), prompt_opened_reasoning, "tool_choice",
-                    "max_output_tokens", request);
+    force_tool_call(context.frontend, required_tool_names(tool_choice, tools), tools, prompt_opened_reasoning,
+                    "tool_choice", "max_output_tokens", request);
   }
   settings.model_name = model_name.value_or(context.model.primary_name());
   settings.instructions = instructions ? json(*instructions) : json();

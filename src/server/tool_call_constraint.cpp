@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 
+#include <nlohmann/json.hpp>
+
 #include "server/api_error.h"
 #include "text/tool_call_forcing.h"
 
@@ -13,10 +15,6 @@ namespace {
 using engine::TokenRule;
 
 constexpr std::string_view kCloseReasoning = "</think>\n\n";
-// The shortest arguments, "{}", as single-byte tokens.
-constexpr size_t kEmptyObjectTokens = 2;
-// The most a completion can grow per byte read (a '"' opening a key turns "}" into "\":0}").
-constexpr size_t kCompletionGrowthPerByte = 4;
 // The bytes JsonPrefix::completion() uses to finish a character split across tokens.
 constexpr unsigned char kContinuationBytes[] = {0x80, 0x90, 0xA0};
 
@@ -47,8 +45,15 @@ std::vector<TokenId> tokens_writing(const Frontend& frontend, const TokenVocabul
 }  // namespace
 
 ToolCallConstraint::ToolCallConstraint(std::vector<std::vector<TokenId>> prefixes, std::vector<TokenId> suffix,
-                                       std::shared_ptr<const TokenVocabulary> vocabulary)
-    : prefixes_(std::move(prefixes)), suffix_(std::move(suffix)), vocabulary_(std::move(vocabulary)) {
+                                       std::shared_ptr<const TokenVocabulary> vocabulary,
+                                       std::vector<std::shared_ptr<const text::JsonSchema>> schemas)
+    : prefixes_(std::move(prefixes)),
+      suffix_(std::move(suffix)),
+      vocabulary_(std::move(vocabulary)),
+      schemas_(std::move(schemas)) {
+  schemas_.resize(std::max(prefixes_.size(), size_t{1}));
+  for (const auto& schema : schemas_) min_arguments_tokens_.push_back(text::JsonPrefix(schema).completion().size());
+  arguments_ = text::JsonPrefix(schemas_[0]);
   for (size_t i = 0; i < prefixes_.size(); ++i) alive_.push_back(i);
   can_finish_characters_ = std::all_of(std::begin(kContinuationBytes), std::end(kContinuationBytes),
                                        [&](unsigned char b) { return vocabulary_->byte_token[b] >= 0; });
@@ -62,9 +67,9 @@ std::unique_ptr<engine::TokenConstraint> ToolCallConstraint::clone() const {
 }
 
 int32_t ToolCallConstraint::min_tokens() const {
-  size_t shortest = prefixes_.empty() ? 0 : prefixes_[0].size();
-  for (const auto& prefix : prefixes_) shortest = std::min(shortest, prefix.size());
-  return static_cast<int32_t>(shortest + kEmptyObjectTokens + suffix_.size());
+  size_t shortest = prefixes_.empty() ? min_arguments_tokens_[0] : SIZE_MAX;
+  for (size_t i = 0; i < prefixes_.size(); ++i) shortest = std::min(shortest, prefixes_[i].size() + min_arguments_tokens_[i]);
+  return static_cast<int32_t>(shortest + suffix_.size());
 }
 
 engine::TokenRule ToolCallConstraint::next(int32_t n_tokens_left) {
@@ -74,7 +79,7 @@ engine::TokenRule ToolCallConstraint::next(int32_t n_tokens_left) {
       // The next token of every function still possible; of those whose call still fits in the
       // tokens left, when any does (a long name is not started that cannot be finished).
       auto fits = [&](size_t i) {
-        return prefixes_[i].size() - position_ + kEmptyObjectTokens + suffix_.size() <= static_cast<size_t>(n_tokens_left);
+        return prefixes_[i].size() - position_ + min_arguments_tokens_[i] + suffix_.size() <= static_cast<size_t>(n_tokens_left);
       };
       const bool any_fits = std::any_of(alive_.begin(), alive_.end(), fits);
       for (size_t i : alive_) {
@@ -117,10 +122,11 @@ engine::TokenRule ToolCallConstraint::arguments_rule(int32_t n_tokens_left) {
     valid_key_ = std::move(key);
   }
   const auto room = static_cast<size_t>(budget - 1);  // tokens left for closing after this one
+  const size_t growth = arguments_.max_completion_growth_per_byte();
   rule.kind = TokenRule::Kind::allowed;
   for (TokenId id : valid_tokens_) {
     const std::string& bytes = vocabulary.bytes[static_cast<size_t>(id)];
-    if (closing.size() + kCompletionGrowthPerByte * bytes.size() > room) {  // may not close in time: check
+    if (closing.size() + growth * bytes.size() > room) {  // may not close in time: check
       text::JsonPrefix trial = arguments_;
       trial.push(bytes);
       if (trial.completion().size() > room) continue;
@@ -155,8 +161,10 @@ void ToolCallConstraint::accept(TokenId token) {
     case Stage::prefix: {
       std::erase_if(alive_, [&](size_t i) { return prefixes_[i][position_] != token; });
       ++position_;
-      const bool complete = std::any_of(alive_.begin(), alive_.end(), [&](size_t i) { return prefixes_[i].size() == position_; });
-      if (alive_.empty() || complete) {
+      auto complete = std::find_if(alive_.begin(), alive_.end(), [&](size_t i) { return prefixes_[i].size() == position_; });
+      if (alive_.empty() || complete != alive_.end()) {
+        // The function is chosen: its arguments follow its schema.
+        if (complete != alive_.end()) arguments_ = text::JsonPrefix(schemas_[*complete]);
         stage_ = Stage::arguments;
         position_ = 0;
       }
@@ -174,13 +182,30 @@ void ToolCallConstraint::accept(TokenId token) {
   }
 }
 
-void force_tool_call(const Frontend& frontend, const std::vector<std::string>& function_names, bool close_reasoning,
+// The compiled "parameters" of the first tool named `name` (nullptr: none, or not enforceable).
+std::shared_ptr<const text::JsonSchema> parameters_schema(const nlohmann::ordered_json& tools, const std::string& name) {
+  if (!tools.is_array()) return nullptr;
+  for (const auto& tool : tools) {
+    auto function = tool.find("function");
+    if (function == tool.end() || !function->is_object()) continue;
+    auto tool_name = function->find("name");
+    if (tool_name == function->end() || *tool_name != name) continue;
+    auto parameters = function->find("parameters");
+    return parameters == function->end() ? nullptr : text::JsonSchema::compile(*parameters);
+  }
+  return nullptr;
+}
+
+void force_tool_call(const Frontend& frontend, const std::vector<std::string>& function_names,
+                     const nlohmann::ordered_json& tools, bool close_reasoning,
                      const std::string& tool_choice_field, const std::string& max_tokens_field,
                      engine::GenerationRequest& request) {
   const std::string format = frontend.tool_call_format();
   auto vocabulary = frontend.token_vocabulary();
   std::vector<std::vector<TokenId>> prefixes;
   std::vector<TokenId> suffix;
+  std::vector<std::shared_ptr<const text::JsonSchema>> schemas;
+  std::string needed_bytes = "{}[]\":,0123456789ntrueflsa";  // what closing free JSON can write
   for (const auto& name : function_names) {
     auto text = text::forced_tool_call_text(format, name);
     if (!text) {
@@ -190,17 +215,22 @@ void force_tool_call(const Frontend& frontend, const std::vector<std::string>& f
     }
     std::string prefix = close_reasoning ? std::string(kCloseReasoning) + text->prefix : text->prefix;
     auto ids = tokens_writing(frontend, *vocabulary, prefix, tool_choice_field);
-    if (std::find(prefixes.begin(), prefixes.end(), ids) == prefixes.end()) prefixes.push_back(std::move(ids));
+    if (std::find(prefixes.begin(), prefixes.end(), ids) == prefixes.end()) {
+      prefixes.push_back(std::move(ids));
+      schemas.push_back(parameters_schema(tools, name));
+      if (schemas.back()) needed_bytes += schemas.back()->literal_bytes();  // keys and enum values
+    }
     suffix = tokens_writing(frontend, *vocabulary, text->suffix, tool_choice_field);  // the same for every name
   }
-  for (char c : std::string_view("{}[]\":,0123456789ntrueflsa")) {
+  for (char c : needed_bytes) {
     if (vocabulary->byte_token[static_cast<unsigned char>(c)] < 0) {
       throw ApiError(400, tool_choice_field,
                      fmt::format("'{}': this model's vocabulary has no token for '{}', so a tool call cannot be required",
                                  tool_choice_field, c));
     }
   }
-  auto constraint = std::make_shared<ToolCallConstraint>(std::move(prefixes), std::move(suffix), std::move(vocabulary));
+  auto constraint = std::make_shared<ToolCallConstraint>(std::move(prefixes), std::move(suffix), std::move(vocabulary),
+                                                         std::move(schemas));
   if (request.max_tokens < constraint->min_tokens()) {
     fail_field(max_tokens_field, "must be at least {} when a tool call is required (the shortest call takes {} tokens)",
                constraint->min_tokens(), constraint->min_tokens());

@@ -5,16 +5,25 @@
 // The root value must be an object (tool-call arguments). Numbers are limited to 100 integer
 // digits and 2 exponent digits, so that every accepted number is a finite double (parsers reject
 // overflowing numbers). Small and copyable by design: a few enums and the stack of open containers.
+// With a schema (json_schema.h) it also holds the arguments to the schema's keys and types.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "text/json_schema.h"
 
 namespace flare::text {
 
 class JsonPrefix {
  public:
+  JsonPrefix() = default;
+  // Objects that follow `schema` (nullptr: any JSON object).
+  explicit JsonPrefix(std::shared_ptr<const JsonSchema> schema);
+
   // Reads one byte; false when no valid JSON object starts with the bytes read so far plus this
   // one (the state is then unspecified: try bytes on a copy).
   bool push(char byte);
@@ -30,6 +39,8 @@ class JsonPrefix {
   // The whole state as bytes: prefixes with equal keys accept exactly the same continuations
   // (token masks are cached by it: a model writing a long string stays in one state).
   std::string state_key() const;
+  // An upper bound on how much completion() can grow when one more byte is read.
+  size_t max_completion_growth_per_byte() const;
 
  private:
   enum class Mode : std::uint8_t {
@@ -51,6 +62,7 @@ class JsonPrefix {
     number_exp_sign,  // after the exponent's sign: a digit
     number_exp_digits,
     literal,        // inside true / false / null
+    choice,         // a schema's key or enum value: choice_ read so far (key_ says which)
     done,           // the root object closed
   };
 
@@ -59,6 +71,24 @@ class JsonPrefix {
   bool start_value(char byte);
   bool push_string(char byte);
   char completion_byte() const;
+  // Schema helpers; all answer "no constraint" without a schema.
+  const JsonSchema::Node* schema_node(int32_t id) const;
+  const JsonSchema::Node* closed_object() const;  // the innermost container, when a closed object
+  bool may_close_object() const;                  // every required key written
+  bool may_add_key() const;                       // a key not yet written remains
+  void open_container(char open, int32_t node);
+  bool close_container();
+  const std::vector<std::string>& choices() const;  // the keys or enum texts being chosen from
+  bool choice_available(size_t i) const;             // a key not yet written (enum texts: all)
+  bool push_choice(char byte);
+  bool choice_is_whole_value() const;  // choice_ is a complete enum value (a number others extend)
+  char choice_completion_byte() const;
+  char close_byte() const;  // after a value: ',' toward a missing required key, else the close
+
+  struct Frame {
+    int32_t node;   // the container's schema
+    uint64_t seen;  // keys written (closed objects)
+  };
 
   Mode mode_ = Mode::value;
   bool key_ = false;               // the current string is an object key
@@ -69,6 +99,11 @@ class JsonPrefix {
   std::uint8_t n_number_digits_ = 0;  // integer digits, then exponent digits, of the current number
   const char* literal_ = nullptr;    // the rest of the literal being read
   std::string stack_;                // open containers, '{' or '[', innermost last
+  std::shared_ptr<const JsonSchema> schema_;
+  std::vector<Frame> frames_;        // with a schema: one per open container
+  int32_t value_node_ = JsonSchema::kFree;  // the schema of the value starting or being chosen
+  bool integer_only_ = false;        // the current number is an integer
+  std::string choice_;               // the key or enum value read so far
 };
 
 }  // namespace flare::text

@@ -222,6 +222,41 @@ await check("chat tool_choice required and named are enforced", async () => {
   assert.equal(tooShort.json.error.param, "max_tokens");
 });
 
+// The arguments follow the function's parameters schema: exactly its (all required) keys, each of
+// its type, whatever the weights.
+await check("chat named tool call arguments follow the parameters schema", async () => {
+  const forecastTool = {
+    type: "function",
+    function: {
+      name: "get_forecast",
+      parameters: {
+        type: "object",
+        properties: {
+          city: { type: "string" }, days: { type: "integer" }, unit: { type: "string", enum: ["celsius", "fahrenheit"] },
+          hourly: { type: "boolean" }, where: { type: "object", properties: { lat: { type: "number" } }, required: ["lat"] },
+        },
+        required: ["city", "days", "unit", "hourly", "where"],
+      },
+    },
+  };
+  const response = await openai.chat.completions.create({
+    model, messages: toolMessages, tools: [weatherTool, forecastTool], tool_choice: { type: "function", function: { name: "get_forecast" } },
+    max_tokens: 120, n: 3, temperature: 1,
+  });
+  for (const choice of response.choices) {
+    assert.equal(choice.finish_reason, "tool_calls");
+    const text = choice.message.tool_calls[0].function.arguments;
+    const args = JSON.parse(text);
+    assert.deepEqual(Object.keys(args).sort(), ["city", "days", "hourly", "unit", "where"], text);
+    assert.equal(typeof args.city, "string", text);
+    assert.ok(Number.isInteger(args.days), text);
+    assert.ok(["celsius", "fahrenheit"].includes(args.unit), text);
+    assert.equal(typeof args.hourly, "boolean", text);
+    assert.deepEqual(Object.keys(args.where), ["lat"], text);
+    assert.equal(typeof args.where.lat, "number", text);
+  }
+});
+
 await check("anthropic tool_choice any and tool are enforced", async () => {
   const anthropicTools = [weatherTool, timeTool].map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters }));
   const message = await anthropic.messages.create({

@@ -2,7 +2,8 @@
 // Responses adapters with the byte-level fake frontend and the real Qwen3 tokenizer and template.
 // The constraint is driven like a random-weight model would drive it (a uniform pick among the
 // allowed tokens, under budgets from tight to loose): every run must end in exactly one call of
-// an allowed function, with JSON-object arguments, that the model family's parser reads back.
+// an allowed function, with JSON-object arguments that follow its parameters schema, that the
+// model family's parser reads back.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../text/schema_conformance.h"
 #include "fakes.h"
 #include "server/adapters.h"
 #include "server/text_frontend.h"
@@ -105,23 +107,42 @@ Call parse_output(const Frontend& frontend, const std::vector<TokenId>& tokens, 
   return call;
 }
 
-void expect_one_call(const Call& call, const std::vector<std::string>& allowed, const std::string& context) {
+const char* kTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+  {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}}])";
+
+// Tools whose arguments have required keys of every supported type.
+const char* kTypedTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                   "days": {"type": "integer"}, "hourly": {"type": "boolean"},
+                   "where": {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
+                             "required": ["lat", "lon"]},
+                   "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["city", "unit", "days"]}}},
+  {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+    "properties": {"zone": {"type": ["string", "null"]}, "precise": {"type": "boolean"}}, "required": ["zone", "precise"]}}}])";
+
+// `tools`: the request's tools, whose schema the arguments must follow.
+void expect_one_call(const Call& call, const std::vector<std::string>& allowed, const std::string& context,
+                     const char* tools = kTools) {
   EXPECT_EQ(call.n_calls, 1) << context;
   EXPECT_NE(std::find(allowed.begin(), allowed.end(), call.name), allowed.end()) << call.name << " " << context;
   json arguments = json::parse(call.arguments, nullptr, false);
   EXPECT_TRUE(!arguments.is_discarded() && arguments.is_object()) << call.arguments << " " << context;
   EXPECT_EQ(call.content.find_first_not_of(" \n"), std::string::npos) << call.content << " " << context;
+  for (const auto& tool : json::parse(tools)) {
+    if (tool["function"]["name"] != call.name || arguments.is_discarded()) continue;
+    EXPECT_TRUE(flare::testing::conforms(tool["function"]["parameters"], arguments)) << call.arguments << " " << context;
+  }
 }
 
-const char* kTools = R"([
-  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
-  {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}}])";
-
-engine::GenerationRequest chat_request(const Frontend& frontend, const std::string& tool_choice, int max_tokens) {
+engine::GenerationRequest chat_request(const Frontend& frontend, const std::string& tool_choice, int max_tokens,
+                                       const std::string& tools = kTools) {
   ModelInfo model = model_info();
   AdapterContext context{frontend, model};
   json body = json::parse(R"({"messages": [{"role": "user", "content": "Weather in Paris?"}]})");
-  body["tools"] = json::parse(kTools);
+  body["tools"] = json::parse(tools);
   body["tool_choice"] = json::parse(tool_choice);
   body["max_tokens"] = max_tokens;
   GenerationJob job = prepare_chat_completion(body, context);
@@ -160,11 +181,91 @@ TEST(ForcedToolCall, Qwen3NamedAndRequiredParseBack) {
   }
 }
 
+// The random walk over the real vocabulary: whatever tokens a model picks, the arguments have
+// every required key, no other, and the declared types, down to the tightest budget.
+TEST(ForcedToolCall, Qwen3ArgumentsFollowTheSchema) {
+  const Frontend& frontend = qwen3();
+  std::mt19937 rng(6);
+  int n_calls[2] = {};
+  // 41: the shortest call, get_time's; 52: get_weather's, the shortest named one.
+  for (int max_tokens : {41, 44, 52, 56, 64, 128}) {
+    auto required = chat_request(frontend, R"("required")", max_tokens, kTypedTools);
+    const int named_max_tokens = std::max(max_tokens, 52);
+    auto named = chat_request(frontend, R"({"type": "function", "function": {"name": "get_weather"}})",
+                              named_max_tokens, kTypedTools);
+    for (int run = 0; run < 4; ++run) {
+      auto tokens = drive(*required.constraint, max_tokens, rng);
+      Call call = parse_output(frontend, tokens);
+      expect_one_call(call, {"get_weather", "get_time"}, frontend.decode(tokens, false), kTypedTools);
+      ++n_calls[call.name == "get_weather"];
+      tokens = drive(*named.constraint, named_max_tokens, rng);
+      expect_one_call(parse_output(frontend, tokens), {"get_weather"}, frontend.decode(tokens, false), kTypedTools);
+    }
+  }
+  EXPECT_GT(n_calls[0], 0);  // both functions were picked under "required"
+  EXPECT_GT(n_calls[1], 0);
+}
+
+// Required keys lengthen the shortest call: a budget that cannot hold them is the same 400 as one
+// that cannot hold "{}", and the shortest budget that can still writes them all.
+TEST(ForcedToolCall, RequiredKeysSetTheSmallestMaxTokens) {
+  testing::FakeFrontend frontend;  // byte-level: one token per byte
+  const std::string named = R"({"type": "function", "function": {"name": "get_time"}})";
+  // <tool_call>\n{"name": "get_time", "arguments": ... }\n</tool_call>: 60 bytes around the
+  // arguments, which are at least {"zone":"","precise":true} (26).
+  int smallest = 0;
+  for (int max_tokens = 60; max_tokens < 100 && smallest == 0; ++max_tokens) {
+    try {
+      chat_request(frontend, named, max_tokens, kTypedTools);
+      smallest = max_tokens;
+    } catch (const ApiError& error) {
+      EXPECT_EQ(error.status(), 400);
+      EXPECT_EQ(error.param(), "max_tokens");
+    }
+  }
+  auto free_request = chat_request(frontend, named, 200);  // no required keys: "{}"
+  EXPECT_EQ(smallest, dynamic_cast<const ToolCallConstraint&>(*free_request.constraint).min_tokens() + 24);
+  std::mt19937 rng(9);
+  auto request = chat_request(frontend, named, smallest, kTypedTools);
+  for (int run = 0; run < 20; ++run) {
+    auto tokens = drive(*request.constraint, smallest, rng);
+    const std::string text = frontend.decode(tokens, true);
+    EXPECT_NE(text.find(R"("arguments": {"zone":"","precise":true})"), std::string::npos) << text;
+    expect_one_call(parse_output(frontend, tokens), {"get_time"}, text, kTypedTools);
+  }
+}
+
+// Schemas the recognizer cannot or will not enforce still force a call: free JSON there.
+TEST(ForcedToolCall, HostileSchemasStillForceACall) {
+  testing::FakeFrontend frontend;
+  json deep = json::object();
+  for (int level = 0; level < 500; ++level) deep = {{"type", "object"}, {"properties", {{"a", deep}}}, {"required", {"a"}}};
+  json huge = json::array();
+  for (int i = 0; i < 20000; ++i) huge.push_back("value" + std::to_string(i));
+  const std::vector<json> schemas = {
+      deep,
+      {{"type", "object"}, {"properties", {{"e", {{"enum", huge}}}}}, {"required", {"e"}}},
+      json::parse(R"({"type": "object", "properties": {"a": {"type": 5}, "b": {"$ref": "#/x"}, "c": {"oneOf": []}}})"),
+      json::parse(R"({"type": "object", "properties": [], "required": "a"})"),
+      json::parse(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}, "required": ["a"]})"),
+  };
+  std::mt19937 rng(10);
+  for (const auto& schema : schemas) {
+    json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", schema}}}}});
+    auto request = chat_request(frontend, R"("required")", 400, tools.dump());
+    ASSERT_TRUE(request.constraint);
+    for (int run = 0; run < 5; ++run) {
+      auto tokens = drive(*request.constraint, 400, rng);
+      expect_one_call(parse_output(frontend, tokens), {"f"}, frontend.decode(tokens, true), "[]");
+    }
+  }
+}
+
 TEST(ForcedToolCall, ClosesAReasoningBlockThePromptOpened) {
   const Frontend& frontend = qwen3();
   engine::GenerationRequest request;
   request.max_tokens = 40;
-  force_tool_call(frontend, {"get_weather"}, true, "tool_choice", "max_tokens", request);
+  force_tool_call(frontend, {"get_weather"}, json::array(), true, "tool_choice", "max_tokens", request);
   std::mt19937 rng(3);
   auto tokens = drive(*request.constraint, request.max_tokens, rng);
   EXPECT_TRUE(frontend.decode(tokens, false).starts_with("</think>\n\n<tool_call>\n{\"name\": \"get_weather\""));
@@ -181,7 +282,7 @@ TEST(ForcedToolCall, AnthropicAndResponsesUseTheSameMechanism) {
       "tool_choice": {"type": "tool", "name": "get_time"}})");
   GenerationJob job = prepare_anthropic_messages(anthropic, context);
   ASSERT_TRUE(job.requests[0].constraint);
-  expect_one_call(parse_output(frontend, drive(*job.requests[0].constraint, 80, rng)), {"get_time"}, "anthropic tool");
+  expect_one_call(parse_output(frontend, drive(*job.requests[0].constraint, 80, rng)), {"get_time"}, "anthropic tool", "[]");
   anthropic["tool_choice"] = {{"type", "any"}};
   job = prepare_anthropic_messages(anthropic, context);
   ASSERT_TRUE(job.requests[0].constraint);
@@ -193,7 +294,7 @@ TEST(ForcedToolCall, AnthropicAndResponsesUseTheSameMechanism) {
       "tool_choice": "required"})");
   job = prepare_responses(responses, context);
   ASSERT_TRUE(job.requests[0].constraint);
-  expect_one_call(parse_output(frontend, drive(*job.requests[0].constraint, 80, rng)), {"get_weather"}, "responses");
+  expect_one_call(parse_output(frontend, drive(*job.requests[0].constraint, 80, rng)), {"get_weather"}, "responses", "[]");
   responses["tool_choice"] = {{"type", "function"}, {"name", "get_weather"}};
   EXPECT_TRUE(prepare_responses(responses, context).requests[0].constraint);
 }
