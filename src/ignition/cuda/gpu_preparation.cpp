@@ -100,8 +100,11 @@ void GpuPreparation::tune_gemms() {
   for (std::int64_t m = 1; m <= s.options.prefill_chunk_tokens + std::int64_t(max_bucket); ++m)
     buckets.insert(helios::GemmTuning::bucket_m(m));
   for (std::int64_t m : buckets) {
-    const std::int32_t tokens = std::int32_t(std::min<std::int64_t>(m, s.options.prefill_chunk_tokens));
-    s.run(s.make_step({tokens}, 0));
+    // Beyond one chunk, the extra tokens are decode rows beside it, as in a mixed serving step.
+    const std::int32_t chunk = std::int32_t(std::min<std::int64_t>(m, s.options.prefill_chunk_tokens));
+    std::vector<std::int32_t> rows{chunk};
+    rows.resize(std::size_t(1 + (m - chunk)), 1);
+    s.run(s.make_step(rows, 0));
   }
   s.counts.n_tuned += s.backend->gemm_tuning().n_timed() - timed_before;
 }
