@@ -94,7 +94,7 @@ void GpuPreparation::tune_gemms() {
   if (!s.model) fail(ExitCode::failure, "internal: tune_gemms before load_weights");
   const std::int64_t timed_before = s.backend->gemm_tuning().n_timed();
   // Every m bucket a serving step can produce (a prefill chunk plus a decode row per slot), each
-  // through one single-row forward: the GEMMs of every layer tune at that m on first use.
+  // through one forward of that many tokens: the GEMMs of every layer tune at that m on first use.
   const std::uint32_t max_bucket = s.options.buckets.empty() ? 1 : s.options.buckets.back();
   std::set<std::int64_t> buckets;
   for (std::int64_t m = 1; m <= s.options.prefill_chunk_tokens + std::int64_t(max_bucket); ++m)
