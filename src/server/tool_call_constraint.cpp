@@ -118,18 +118,20 @@ engine::TokenRule ToolCallConstraint::arguments_rule(int32_t n_tokens_left) {
   if (static_cast<int32_t>(closing.size()) >= budget) return force_closing();
   std::string key = arguments_.state_key();
   if (key != valid_key_) {  // the tokens that keep the JSON valid depend only on the state
-    valid_tokens_ = valid_json_tokens();
+    find_valid_json_tokens();
     valid_key_ = std::move(key);
   }
   const auto room = static_cast<size_t>(budget - 1);  // tokens left for closing after this one
-  const size_t growth = arguments_.max_completion_growth_per_byte();
   rule.kind = TokenRule::Kind::allowed;
-  for (TokenId id : valid_tokens_) {
-    const std::string& bytes = vocabulary.bytes[static_cast<size_t>(id)];
-    if (closing.size() + growth * bytes.size() > room) {  // may not close in time: check
-      text::JsonPrefix trial = arguments_;
-      trial.push(bytes);
-      if (trial.completion().size() > room) continue;
+  for (size_t i = 0; i < valid_tokens_.size(); ++i) {
+    const TokenId id = valid_tokens_[i];
+    if (closing.size() + valid_growth_[i] > room) {  // may not close in time: check (once per state)
+      if (closing_after_[i] < 0) {
+        text::JsonPrefix trial = arguments_;
+        trial.push(vocabulary.bytes[static_cast<size_t>(id)]);
+        closing_after_[i] = static_cast<int32_t>(trial.completion().size());
+      }
+      if (static_cast<size_t>(closing_after_[i]) > room) continue;
     }
     rule.tokens.push_back(id);
   }
@@ -137,23 +139,35 @@ engine::TokenRule ToolCallConstraint::arguments_rule(int32_t n_tokens_left) {
   return rule;
 }
 
-std::vector<TokenId> ToolCallConstraint::valid_json_tokens() const {
+void ToolCallConstraint::find_valid_json_tokens() {
   const TokenVocabulary& vocabulary = *vocabulary_;
+  const auto growth_per_byte = static_cast<uint32_t>(arguments_.max_completion_growth_per_byte());
   std::array<bool, 256> first_byte_ok{};
   for (int b = 0; b < 256; ++b) {
     text::JsonPrefix trial = arguments_;
     first_byte_ok[static_cast<size_t>(b)] = trial.push(static_cast<char>(b));
   }
-  std::vector<TokenId> valid;
+  valid_tokens_.clear();
+  valid_growth_.clear();
   for (size_t id = 0; id < vocabulary.bytes.size(); ++id) {
     const std::string& bytes = vocabulary.bytes[id];
     if (bytes.empty() || vocabulary.control[id] || !first_byte_ok[static_cast<unsigned char>(bytes[0])]) continue;
     text::JsonPrefix trial = arguments_;
-    if (!trial.push(bytes)) continue;
-    if (trial.inside_character() && !can_finish_characters_) continue;  // no byte tokens to close it
-    valid.push_back(static_cast<TokenId>(id));
+    uint32_t growth = 0;
+    bool valid = true;
+    for (char c : bytes) {
+      const bool was_plain = trial.inside_plain_string();
+      if (!trial.push(c)) {
+        valid = false;
+        break;
+      }
+      if (!was_plain || !trial.inside_plain_string()) growth += growth_per_byte;
+    }
+    if (!valid || (trial.inside_character() && !can_finish_characters_)) continue;  // no byte tokens to close it
+    valid_tokens_.push_back(static_cast<TokenId>(id));
+    valid_growth_.push_back(growth);
   }
-  return valid;
+  closing_after_.assign(valid_tokens_.size(), -1);
 }
 
 void ToolCallConstraint::accept(TokenId token) {

@@ -41,8 +41,8 @@ class ToolCallConstraint final : public engine::TokenConstraint {
  private:
   enum class Stage : uint8_t { prefix, arguments, suffix, done };
   engine::TokenRule arguments_rule(int32_t n_tokens_left);
-  // The tokens whose bytes keep the arguments a valid JSON-object prefix (budget aside).
-  std::vector<TokenId> valid_json_tokens() const;
+  // Sets valid_tokens_ and valid_growth_ for the current state.
+  void find_valid_json_tokens();
 
   std::vector<std::vector<TokenId>> prefixes_;
   std::vector<TokenId> suffix_;
@@ -54,9 +54,14 @@ class ToolCallConstraint final : public engine::TokenConstraint {
   std::vector<size_t> alive_;    // prefixes still matching what was generated
   text::JsonPrefix arguments_;
   bool can_finish_characters_ = false;  // the vocabulary has the bytes that finish a split UTF-8 character
-  // Cache of valid_json_tokens() for the state valid_key_ (JsonPrefix::state_key()).
+  // For the state valid_key_ (JsonPrefix::state_key()): the tokens whose bytes keep the arguments
+  // a valid JSON-object prefix (budget aside); for each, a bound on how much it can lengthen the
+  // closing text (0 for string characters: the closing stays the same) and, once computed, the
+  // closing's exact length after it (-1: not yet).
   std::string valid_key_;
   std::vector<TokenId> valid_tokens_;
+  std::vector<uint32_t> valid_growth_;
+  std::vector<int32_t> closing_after_;
 };
 
 // Sets request.constraint so the model calls one of `function_names`, with arguments following its

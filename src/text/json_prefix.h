@@ -36,6 +36,8 @@ class JsonPrefix {
   std::string completion() const;
   // Whether completion() may need a UTF-8 continuation byte (a character is split now).
   bool inside_character() const { return n_utf8_pending_ > 0; }
+  // Inside a string between characters: reading more characters leaves completion() unchanged.
+  bool inside_plain_string() const { return mode_ == Mode::string && n_utf8_pending_ == 0; }
   // The whole state as bytes: prefixes with equal keys accept exactly the same continuations
   // (token masks are cached by it: a model writing a long string stays in one state).
   std::string state_key() const;
