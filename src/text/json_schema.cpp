@@ -113,8 +113,8 @@ int32_t JsonSchema::compile_node(const json& schema, int depth) {
       }
     }
     if (node.enum_texts.empty()) return kFree;  // nothing satisfies it: do not constrain
-    node.min_text = kMaxLiteralBytes;
-    for (const auto& text : node.enum_texts) node.min_text = std::min(node.min_text, text.size());
+    node.completion_text = kMaxLiteralBytes;  // the shortest value, as JsonPrefix::completion() picks
+    for (const auto& text : node.enum_texts) node.completion_text = std::min(node.completion_text, text.size());
     nodes_.push_back(std::move(node));
     return static_cast<int32_t>(nodes_.size() - 1);
   }
@@ -171,20 +171,19 @@ int32_t JsonSchema::compile_node(const json& schema, int depth) {
       node.items = compile_node(*items, depth + 1);
     }
   }
-  // The shortest value text, over the allowed types.
-  auto min_text_of = [&](int32_t child) { return child == kFree ? size_t{1} : nodes_[size_t(child)].min_text; };
-  size_t shortest = SIZE_MAX;
-  if (node.types & (number | integer)) shortest = 1;
-  if (node.types & (string | array)) shortest = std::min<size_t>(shortest, 2);
-  if (node.types & object) {
-    size_t object_text = 2;
-    for (size_t i = 0; i < node.keys.size(); ++i) {
-      if (node.required >> i & 1) object_text += node.keys[i].size() + 2 + min_text_of(node.key_nodes[i]);  // ':' ','
-    }
-    shortest = std::min(shortest, object_text);
+  // The completion of the value from its start, with the type JsonPrefix::completion() picks
+  // (a number, else a string, an array, an object, true, null); an object writes its required keys.
+  auto text_of = [&](int32_t child) { return child == kFree ? size_t{1} : nodes_[size_t(child)].completion_text; };
+  size_t object_text = 2;
+  for (size_t i = 0; i < node.keys.size(); ++i) {
+    if (node.required >> i & 1) object_text += node.keys[i].size() + 2 + text_of(node.key_nodes[i]);  // ':' ','
   }
-  if (node.types & (boolean | null)) shortest = std::min<size_t>(shortest, 4);
-  node.min_text = shortest;
+  if (node.types & (number | integer)) node.completion_text = 1;
+  else if (node.types & (string | array)) node.completion_text = 2;
+  else if (node.types & object) node.completion_text = object_text;
+  else node.completion_text = 4;
+  // The model may pick another allowed type: its completion can be the object's.
+  if (node.types & object) longest_value_text_ = std::max(longest_value_text_, object_text);
   nodes_[static_cast<size_t>(id)] = std::move(node);
   return id;
 }
@@ -192,10 +191,9 @@ int32_t JsonSchema::compile_node(const json& schema, int depth) {
 void JsonSchema::finish() {
   // One byte can switch the value being written to another of its schema's choices (a longer
   // key or enum value, an object with required keys instead of a number) or open a new key.
-  size_t longest_literal = 0, longest_min_text = 1;
+  size_t longest_literal = 0;
   bool seen[256] = {};
   for (const Node& node : nodes_) {
-    longest_min_text = std::max(longest_min_text, node.min_text);
     for (const auto* texts : {&node.keys, &node.enum_texts}) {
       for (const auto& text : *texts) {
         longest_literal = std::max(longest_literal, text.size());
@@ -206,7 +204,7 @@ void JsonSchema::finish() {
   for (int b = 0; b < 256; ++b) {
     if (seen[b]) literal_bytes_.push_back(static_cast<char>(b));
   }
-  max_growth_ = 8 + 2 * longest_literal + 2 * longest_min_text;
+  max_growth_ = 8 + 2 * longest_literal + 2 * longest_value_text_;
 }
 
 }  // namespace flare::text

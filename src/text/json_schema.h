@@ -48,7 +48,7 @@ class JsonSchema {
     std::vector<int32_t> key_nodes;       // the schema of each key's value
     uint64_t required = 0;                // bit i: keys[i] is required
     int32_t items = kFree;                // an array's element schema
-    size_t min_text = 1;                  // bytes of the shortest value text
+    size_t completion_text = 1;           // at least the bytes completion() writes for the value from its start
   };
 
   // nullptr when the root is not an object schema the recognizer can enforce.
@@ -66,6 +66,7 @@ class JsonSchema {
   void finish();
 
   std::vector<Node> nodes_;
+  size_t longest_value_text_ = 5;  // the longest completion of a value once its type is picked ("false")
   size_t max_growth_ = 0;
   std::string literal_bytes_;
 };
