@@ -220,7 +220,7 @@ int run_export(const ExportOptions& options) {
   proto::Manifest manifest;
   package::ModelCache cache(options.model_cache ? *options.model_cache : config.package_cache());
   std::vector<std::pair<std::string, std::vector<std::byte>>> weight_payloads;
-  std::vector<std::string> known_ids;  // --reuse-weights: the cached payloads' signed hashes
+  std::vector<std::string> known_ids;  // each weight payload's SHA-256, hashed once (or signed, when reused)
   std::int32_t n_reused = 0;
   std::unique_ptr<GpuPreparation> gpu;
   if (on_gpu) {
@@ -249,18 +249,21 @@ int run_export(const ExportOptions& options) {
       n_reused = static_cast<std::int32_t>(weight_payloads.size());
       std::fprintf(stderr, "  weights from %s (--reuse-weights; the checkpoint's tensors are not read)\n",
                    reused.source.c_str());
-    } else model::prepare_weights(spec, resolved.checkpoint_dir, [&](model::PreparedGroup&& group) {
-      weight_payloads.emplace_back(group.payload_name, pack_group(group, manifest));
-      const std::string id = package::sha256_hex(weight_payloads.back().second);
-      std::error_code ec;
-      const bool cached = fs::exists(cache.root() / "blobs" / (id + ".safetensors"), ec);
-      if (cached) ++n_reused;
-      if (options.verbose)
-        std::fprintf(stderr, "  %-20s %10s  %zu tensors  sha256 %.16s%s\n", weight_payloads.back().first.c_str(),
-                     format_bytes(weight_payloads.back().second.size()).c_str(), group.tensors.size(), id.c_str(),
-                     cached ? "  (cached)" : "");
-      phase.stage.advance(1);
-    });
+    } else {
+      model::prepare_weights(spec, resolved.checkpoint_dir, [&](model::PreparedGroup&& group) {
+        weight_payloads.emplace_back(group.payload_name, pack_group(group, manifest));
+        known_ids.push_back(package::sha256_hex(weight_payloads.back().second));
+        const std::string& id = known_ids.back();
+        std::error_code ec;
+        const bool cached = fs::exists(cache.root() / "blobs" / (id + ".safetensors"), ec);
+        if (cached) ++n_reused;
+        if (options.verbose)
+          std::fprintf(stderr, "  %-20s %10s  %zu tensors  sha256 %.16s%s\n", weight_payloads.back().first.c_str(),
+                       format_bytes(weight_payloads.back().second.size()).c_str(), group.tensors.size(), id.c_str(),
+                       cached ? "  (cached)" : "");
+        phase.stage.advance(1);
+      });
+    }
     if (options.no_weights && n_reused != static_cast<std::int32_t>(weight_payloads.size()))
       fail(ExitCode::preparation, "--no-weights: {} of {} weight payloads are not in the cache {}",
            weight_payloads.size() - n_reused, weight_payloads.size(), cache.root().string());
@@ -362,13 +365,9 @@ int run_export(const ExportOptions& options) {
   {
     Phase phase(terminal, "Export package");
     package::PackageBuilder builder(manifest);
-    for (std::size_t i = 0; i < weight_payloads.size(); ++i) {
-      auto& [name, bytes] = weight_payloads[i];
-      if (i < known_ids.size())
-        builder.add_payload_with_id(name, proto::PAYLOAD_ROLE_WEIGHT, known_ids[i], std::move(bytes));
-      else
-        builder.add_payload(name, proto::PAYLOAD_ROLE_WEIGHT, std::move(bytes));
-    }
+    for (std::size_t i = 0; i < weight_payloads.size(); ++i)
+      builder.add_payload_with_id(weight_payloads[i].first, proto::PAYLOAD_ROLE_WEIGHT, known_ids[i],
+                                  std::move(weight_payloads[i].second));
     std::size_t n_executables = 0;
     if (gpu) {
       const auto images = gpu->kernel_images();

@@ -103,8 +103,8 @@ class PackageBuilder {
   // `name`: "weights/layer-000", "frontend/tokenizer.json", ... (relative, [A-Za-z0-9._-] parts).
   void add_payload(std::string name, proto::PayloadRole role, std::vector<std::byte> bytes,
                    int tensor_parallel = 0, int rank = -1);
-  // The same with the payload's SHA-256 already known (bytes taken from a verified cache entry),
-  // so large payloads are not hashed again.
+  // The same with the payload's SHA-256 already known (hashed by the caller, or signed in a cache
+  // entry the bytes come from), so large payloads are not hashed twice.
   void add_payload_with_id(std::string name, proto::PayloadRole role, std::string id, std::vector<std::byte> bytes);
   proto::Manifest& manifest() { return manifest_; }
   // Fills format versions, version label, creation time and payload ids; signs; writes `dest`
