@@ -24,6 +24,7 @@
 #include "flare/package_selection.h"
 #include "helios/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "model/prepared_views.h"
 #include "model/prepared_weights.h"
 #include "package/crypto.h"
 #include "package/package.h"
@@ -40,12 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t kHostHeadroomBytes = 512 * kMiB;
 constexpr std::uint64_t kGpuHeadroomBytes = kGiB;  // driver, cuBLASLt workspace, sampling scratch
-
-helios::DType parse_dtype(const std::string& text) {
-  if (text == "BF16") return helios::DType::bf16;
-  if (text == "F32") return helios::DType::f32;
-  fail_input("package weights: unsupported tensor dtype '{}'", text);
-}
 
 // Payload name -> id, for the prepared tensor views and frontend assets.
 std::map<std::string, std::string> payload_ids_by_name(const package::Package& pkg) {
@@ -194,23 +189,14 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     for (const auto& view : manifest.tensors()) weight_bytes += view.length_bytes();
     ProgressStage stage(terminal, stderr, "Load weights", weight_bytes);
     const auto ids = payload_ids_by_name(*pkg);
-    std::map<std::string, const proto::TensorView*> views;
-    for (const auto& view : manifest.tensors()) views.emplace(view.name(), &view);
-    model::PreparedLookup lookup = [&](const std::string& name, model::PreparedTensorRef& out) {
-      const auto it = views.find(name);
-      if (it == views.end()) return false;
-      const proto::TensorView& view = *it->second;
-      const auto id = ids.find(view.payload());
-      if (id == ids.end()) fail_input("package weights: tensor '{}' names a missing payload '{}'", name, view.payload());
-      const auto bytes = pkg->payload_bytes(id->second);
-      if (view.offset_bytes() > bytes.size() || view.length_bytes() > bytes.size() - view.offset_bytes())
-        fail_input("package weights: tensor '{}' lies outside its payload", name);
-      out.dtype = parse_dtype(view.dtype());
-      out.shape.assign(view.shape().begin(), view.shape().end());
-      out.bytes = bytes.subspan(view.offset_bytes(), view.length_bytes());
-      stage.advance(view.length_bytes());
-      return true;
-    };
+    const model::PreparedLookup lookup = model::lookup_from_views(
+        manifest,
+        [&](const std::string& payload) -> std::optional<std::span<const std::byte>> {
+          const auto id = ids.find(payload);
+          if (id == ids.end()) return std::nullopt;
+          return pkg->payload_bytes(id->second);
+        },
+        [&](std::uint64_t n) { stage.advance(n); });
     model::Weights weights = model::weights_from_prepared(spec, lookup, *backend);
     loaded = std::make_unique<model::Model>(spec, *backend, std::move(weights));
     stage.ok(fmt::format("{} tensors, {}", manifest.tensors_size(), format_bytes(weight_bytes)));

@@ -16,6 +16,7 @@
 #include "ignition/resolve.h"
 #include "ignition/signing_identity.h"
 #include "ignition/weight_reuse.h"
+#include "model/prepared_views.h"
 #include "model/prepared_weights.h"
 #include "model/spec.h"
 #include "package/cache.h"
@@ -82,24 +83,6 @@ std::uint64_t prepared_weight_bytes(const model::ModelSpec& spec) {
   const std::uint64_t per_layer = 2 * ((q + 2 * kv) * h + h * q + 2 * i * h + h * i) + 4 * (2 * h + q + 2 * kv);
   const std::uint64_t embedding = 2ull * spec.vocab_size * h * (spec.tie_word_embeddings ? 1 : 2);
   return per_layer * spec.n_layers + embedding;
-}
-
-// The prepared tensors of the in-memory weight payloads, by the manifest's views.
-model::PreparedLookup prepared_lookup(const proto::Manifest& manifest,
-                                      const std::vector<std::pair<std::string, std::vector<std::byte>>>& payloads) {
-  return [&manifest, &payloads](const std::string& name, model::PreparedTensorRef& out) {
-    for (const auto& view : manifest.tensors()) {
-      if (view.name() != name) continue;
-      for (const auto& [payload_name, bytes] : payloads) {
-        if (payload_name != view.payload()) continue;
-        out.dtype = view.dtype() == "BF16" ? helios::DType::bf16 : helios::DType::f32;
-        out.shape.assign(view.shape().begin(), view.shape().end());
-        out.bytes = std::span<const std::byte>(bytes).subspan(view.offset_bytes(), view.length_bytes());
-        return true;
-      }
-    }
-    return false;
-  };
 }
 
 struct Phase {
@@ -267,7 +250,14 @@ int run_export(const ExportOptions& options) {
     if (options.no_weights && n_reused != static_cast<std::int32_t>(weight_payloads.size()))
       fail(ExitCode::preparation, "--no-weights: {} of {} weight payloads are not in the cache {}",
            weight_payloads.size() - n_reused, weight_payloads.size(), cache.root().string());
-    if (gpu) gpu->load_weights(prepared_lookup(manifest, weight_payloads));
+    if (gpu) {
+      gpu->load_weights(model::lookup_from_views(
+          manifest, [&](const std::string& payload) -> std::optional<std::span<const std::byte>> {
+            for (const auto& [name, bytes] : weight_payloads)
+              if (name == payload) return std::span<const std::byte>(bytes);
+            return std::nullopt;
+          }));
+    }
     phase.stage.ok(fmt::format("{} payloads, {}, {} already cached{}", weight_payloads.size(),
                                format_bytes(demand.weight_bytes), n_reused,
                                gpu ? " (uploaded to " + gpu->device_name() + ")" : ""));

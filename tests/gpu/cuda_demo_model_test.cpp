@@ -25,22 +25,12 @@ namespace {
 
 using namespace helios::gpu_testing;
 
-using testing_support::kNearTieNats;
 using testing_support::log_softmax;
-using testing_support::top5;
 
 fs::path demo_dir() {
   const fs::path dir = testing_support::demo_model_dir(FLARE_SOURCE_DIR);
   EXPECT_FALSE(dir.empty()) << "scripts/restore-assets failed";
   return dir;
-}
-
-template <typename T>
-std::vector<T> values(const package::SafetensorsFile& file, const std::string& name) {
-  const auto view = file.tensor(name);
-  std::vector<T> out(view.bytes.size() / sizeof(T));
-  std::memcpy(out.data(), view.bytes.data(), view.bytes.size());
-  return out;
 }
 
 class CudaDemoModel : public testing::Test {
@@ -85,40 +75,20 @@ class CudaDemoModel : public testing::Test {
 };
 
 TEST_F(CudaDemoModel, GreedyMatchesTransformersExceptAtNearTies) {
-  std::ifstream in(demo_dir() / "samples.json");
-  const auto samples = nlohmann::json::parse(in).at("samples");
-  for (std::size_t s = 0; s < samples.size(); ++s) {
-    const auto prompt = samples[s].at("prompt_ids").get<std::vector<std::int32_t>>();
-    const auto expected = samples[s].at("greedy_ids").get<std::vector<std::int32_t>>();
-    const auto ref_top_ids = values<std::int32_t>(*reference_, fmt::format("sample.{}.top5_ids", s));
-    const auto ref_top_lp = values<float>(*reference_, fmt::format("sample.{}.top5_logprobs", s));
-    helios::SequencePages seq(*pool_, kPageSize);
-    auto logits = step(seq, prompt, false);
-    std::size_t i = 0;
-    for (; i < expected.size(); ++i) {
-      const auto logprobs = log_softmax(logits.data(), vocab());
-      const std::int32_t token = std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      if (token != expected[i]) {
-        const auto ours = top5(logprobs);
-        const std::int32_t* theirs = &ref_top_ids[5 * i];
-        const double margin = double(ref_top_lp[5 * i]) - ref_top_lp[5 * i + 1];
-        const bool ref_in_ours = std::find(ours.begin(), ours.end(), expected[i]) != ours.end();
-        const bool ours_in_ref = std::find(theirs, theirs + 5, token) != theirs + 5;
-        std::printf("[ demo cuda ] sample %zu: first divergence at token %zu (ours %d, reference %d), reference "
-                    "top-1/top-2 margin %.4f nats\n", s, i, token, expected[i], margin);
-        EXPECT_TRUE(ref_in_ours && ours_in_ref && margin < kNearTieNats)
-            << "sample " << s << " diverges at " << i << " without a near-tie (margin " << margin << ")";
-        break;
-      }
-      logits = step(seq, {token}, false);
-    }
-    if (i == expected.size()) std::printf("[ demo cuda ] sample %zu: all %zu greedy tokens identical\n", s, i);
-  }
+  std::optional<helios::SequencePages> seq;
+  testing_support::expect_greedy_matches_reference(
+      demo_dir(), *reference_, vocab(), "demo cuda",
+      [&](const std::vector<std::int32_t>& prompt) {
+        seq.reset();
+        seq.emplace(*pool_, kPageSize);
+        return step(*seq, prompt, false);
+      },
+      [&](std::int32_t token) { return step(*seq, {token}, false); });
 }
 
 TEST_F(CudaDemoModel, HeldOutLossMatchesTransformers) {
-  const auto ids = values<std::int32_t>(*reference_, "heldout.ids");
-  const float ref_loss = values<float>(*reference_, "heldout.loss.fp32")[0];
+  const auto ids = testing_support::reference_values<std::int32_t>(*reference_, "heldout.ids");
+  const float ref_loss = testing_support::reference_values<float>(*reference_, "heldout.loss.fp32")[0];
   double total = 0;
   std::size_t n = 0;
   for (std::size_t begin = 0; begin + 1 < ids.size(); begin += 2048) {  // windows as the reference

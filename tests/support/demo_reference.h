@@ -1,16 +1,27 @@
 // Shared by the demo-model checks on the CPU (tests/unit/model) and on the GPU (tests/gpu): where
 // the demo model is (restored from its compressed shards on first use), log-softmax of a logits row,
-// and the near-tie rule under which a greedy continuation may leave transformers' path.
+// the reference's values, and the greedy check with the near-tie rule under which a continuation
+// may leave transformers' path.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "package/safetensors.h"
 
 namespace flare::testing_support {
 
@@ -47,6 +58,50 @@ inline std::vector<std::int32_t> top5(const std::vector<float>& logprobs) {
                     [&](std::int32_t a, std::int32_t b) { return logprobs[std::size_t(a)] > logprobs[std::size_t(b)]; });
   ids.resize(5);
   return ids;
+}
+
+template <typename T>
+std::vector<T> reference_values(const package::SafetensorsFile& file, const std::string& name) {
+  const auto view = file.tensor(name);
+  std::vector<T> out(view.bytes.size() / sizeof(T));
+  std::memcpy(out.data(), view.bytes.data(), view.bytes.size());
+  return out;
+}
+
+// Greedy continuations of samples.json's prompts against the reference's ids. `start(prompt)`
+// begins a fresh sequence and returns the logits after the prompt; `next(token)` appends one
+// token and returns the next logits. A divergence must be a near-tie; it ends that sample.
+inline void expect_greedy_matches_reference(
+    const std::filesystem::path& model_dir, const package::SafetensorsFile& reference, std::int32_t vocab,
+    const char* tag, const std::function<std::vector<float>(const std::vector<std::int32_t>&)>& start,
+    const std::function<std::vector<float>(std::int32_t)>& next) {
+  std::ifstream in(model_dir / "samples.json");
+  const auto samples = nlohmann::json::parse(in).at("samples");
+  for (std::size_t s = 0; s < samples.size(); ++s) {
+    const auto prompt = samples[s].at("prompt_ids").get<std::vector<std::int32_t>>();
+    const auto expected = samples[s].at("greedy_ids").get<std::vector<std::int32_t>>();
+    const auto ref_top_ids = reference_values<std::int32_t>(reference, fmt::format("sample.{}.top5_ids", s));
+    const auto ref_top_lp = reference_values<float>(reference, fmt::format("sample.{}.top5_logprobs", s));
+    auto logits = start(prompt);
+    std::size_t i = 0;
+    for (; i < expected.size(); ++i) {
+      const std::int32_t token = std::int32_t(std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
+      if (token != expected[i]) {
+        const auto ours = top5(log_softmax(logits.data(), vocab));
+        const std::int32_t* theirs = &ref_top_ids[5 * i];
+        const double margin = double(ref_top_lp[5 * i]) - ref_top_lp[5 * i + 1];
+        const bool ref_in_ours = std::find(ours.begin(), ours.end(), expected[i]) != ours.end();
+        const bool ours_in_ref = std::find(theirs, theirs + 5, token) != theirs + 5;
+        std::printf("[ %s ] sample %zu: first divergence at token %zu (ours %d, reference %d), reference "
+                    "top-1/top-2 margin %.4f nats\n", tag, s, i, token, expected[i], margin);
+        EXPECT_TRUE(ref_in_ours && ours_in_ref && margin < kNearTieNats)
+            << "sample " << s << " diverges at " << i << " without a near-tie (margin " << margin << ")";
+        break;
+      }
+      logits = next(token);
+    }
+    if (i == expected.size()) std::printf("[ %s ] sample %zu: all %zu greedy tokens identical\n", tag, s, i);
+  }
 }
 
 }  // namespace flare::testing_support

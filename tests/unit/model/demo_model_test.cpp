@@ -20,9 +20,7 @@
 namespace flare::model::testing {
 namespace {
 
-using testing_support::kNearTieNats;
 using testing_support::log_softmax;
-using testing_support::top5;
 
 std::filesystem::path demo_dir() {
   const std::filesystem::path dir = testing_support::demo_model_dir(FLARE_SOURCE_DIR);
@@ -32,36 +30,16 @@ std::filesystem::path demo_dir() {
 
 TEST(DemoModel, GreedyMatchesTransformersExceptAtNearTies) {
   Runner runner(demo_dir(), helios::DType::bf16, 512, 16);
-  std::ifstream in(demo_dir() / "samples.json");
-  const auto samples = nlohmann::json::parse(in).at("samples");
   const auto ref = package::SafetensorsFile::open(models_dir() / "demo-heldout" / "reference.safetensors");
-  for (std::size_t s = 0; s < samples.size(); ++s) {
-    const auto prompt = samples[s].at("prompt_ids").get<std::vector<std::int32_t>>();
-    const auto expected = samples[s].at("greedy_ids").get<std::vector<std::int32_t>>();
-    const auto ref_top_ids = tensor_values<std::int32_t>(*ref, fmt::format("sample.{}.top5_ids", s));
-    const auto ref_top_lp = tensor_values<float>(*ref, fmt::format("sample.{}.top5_logprobs", s));
-    helios::SequencePages seq(*runner.pool, runner.page_size);
-    auto logits = runner.step({&seq}, {prompt}, false);
-    std::size_t i = 0;
-    for (; i < expected.size(); ++i) {
-      const auto logprobs = log_softmax(logits.data(), runner.vocab());
-      const std::int32_t token = argmax(logits.data(), runner.vocab());
-      if (token != expected[i]) {
-        const auto ours = top5(logprobs);
-        const std::int32_t* theirs = &ref_top_ids[5 * i];
-        const double margin = double(ref_top_lp[5 * i]) - ref_top_lp[5 * i + 1];
-        const bool ref_in_ours = std::find(ours.begin(), ours.end(), expected[i]) != ours.end();
-        const bool ours_in_ref = std::find(theirs, theirs + 5, token) != theirs + 5;
-        std::printf("[ demo ] sample %zu: first divergence at token %zu (ours %d, reference %d), reference "
-                    "top-1/top-2 margin %.4f nats\n", s, i, token, expected[i], margin);
-        EXPECT_TRUE(ref_in_ours && ours_in_ref && margin < kNearTieNats)
-            << "sample " << s << " diverges at " << i << " without a near-tie (margin " << margin << ")";
-        break;
-      }
-      logits = runner.step({&seq}, {{token}}, false);
-    }
-    if (i == expected.size()) std::printf("[ demo ] sample %zu: all %zu greedy tokens identical\n", s, i);
-  }
+  std::optional<helios::SequencePages> seq;
+  testing_support::expect_greedy_matches_reference(
+      demo_dir(), *ref, runner.vocab(), "demo",
+      [&](const std::vector<std::int32_t>& prompt) {
+        seq.reset();
+        seq.emplace(*runner.pool, runner.page_size);
+        return runner.step({&*seq}, {prompt}, false);
+      },
+      [&](std::int32_t token) { return runner.step({&*seq}, {{token}}, false); });
 }
 
 TEST(DemoModel, HeldOutLossIsSane) {
