@@ -63,7 +63,7 @@ TEST(GpuBench, SmallShapeRunsEveryPart) {
   }
   ASSERT_EQ(r.attention.size(), 2u);
   EXPECT_TRUE(r.attention[0].skipped.empty()) << r.attention[0].skipped;
-  EXPECT_DOUBLE_EQ(r.attention[0].kv_bytes, 4.0 * 512 * 2 * 128 * 2 * 2);  // rows x tokens x K,V x kv width x bf16
+  EXPECT_DOUBLE_EQ(r.attention[0].kv_bytes, 4.0 * 512 * 2 * 128 * 2);  // rows x tokens x K,V x kv width (2 x 64) x bf16
   EXPECT_GT(r.attention[0].gbs, 0);
   ASSERT_EQ(r.breakdowns.size(), 2u);  // batch 1 and the largest bucket, bf16 KV
   for (const Breakdown& b : r.breakdowns) {
