@@ -1,12 +1,13 @@
 // The CUDA backend's KV stores and attention launches (see cuda_backend.h), BF16 or FP8 E4M3 pages.
 // attention() picks a kernel per step:
-//   - a pure decode step (every row computes one token): split-KV decode (attention_decode.cu), one
-//     CTA per (row, kv head, split) serving the GQA group, then a log-sum-exp merge of the splits;
+//   - a pure decode step (every row computes one token): split-KV decode on tensor cores
+//     (attention_decode.cu), one CTA per (row, kv head, split) serving the GQA group, the last split
+//     of each merging the splits' partials;
 //   - any other step: the tensor-core flash kernel (attention_prefill.cu) for every token;
 //   - head sizes those two do not cover: the plain warp-per-head kernel (attention.cu, BF16 only).
 // The decode grid depends only on the row count, the heads and host-known caps (SM count, cache
 // capacity, window), never on positions, so a captured decode step replays for any lengths. Its
-// split partials live in one scratch buffer the backend keeps (grown, never shrunk).
+// split partials and merge counters live in one scratch buffer the backend keeps (grown, never shrunk).
 #include <algorithm>
 
 #include "common/error.h"
@@ -16,11 +17,11 @@ namespace flare::helios::cuda {
 namespace {
 
 constexpr float k_log2e = 1.4426950408889634f;
-constexpr int k_max_decode_splits = 64;
+constexpr int k_max_decode_splits = 64;            // k_max_splits of attention_decode.cu
 constexpr int k_min_keys_per_split = 256;         // fewer keys than this per split is all launch overhead
 constexpr int k_decode_ctas_per_sm = 8;           // the decode grid aims at this many CTAs per SM
                                                   // (a few waves: the last one's tail stays short)
-constexpr int k_max_decode_heads_per_cta = 8;     // GROUP of attention_decode.cu
+constexpr int k_max_decode_heads_per_cta = 16;    // GROUP of attention_decode.cu (the mma tile's rows)
 // The decode scratch is first sized for this many rows, so that graphs captured after the first
 // decode step (up to that batch) never see it move.
 constexpr std::int64_t k_scratch_rows = 1024;
@@ -120,21 +121,29 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   if (p.sliding_window > 0) max_keys = std::min<std::int64_t>(max_keys, p.sliding_window);
   int n_splits = decode_splits(n_ctas, device().n_multiprocessors, max_keys);
 
-  // Partials: acc [n_rows][n_heads][n_splits][head_dim] f32, then ml [n_rows][n_heads][n_splits] float2.
+  // Scratch: partials acc [n_rows][n_heads][n_splits][head_dim] f32, then ml [n_rows][n_heads][n_splits]
+  // float2, then the merge counters [n_rows][n_heads] int (one per CTA column; zero between launches).
   const std::size_t n_slots = std::size_t(n_rows) * std::size_t(p.n_heads) * std::size_t(n_splits);
   const std::size_t acc_bytes = n_slots * std::size_t(p.head_dim) * 4;
-  if (n_splits > 1 && (!attention_scratch_ || attention_scratch_->size_bytes() < acc_bytes + n_slots * 8)) {
+  const std::size_t counters_offset = acc_bytes + n_slots * 8;
+  const std::size_t counters_bytes = std::size_t(n_rows) * std::size_t(p.n_heads) * 4;
+  if (n_splits > 1 &&
+      (!attention_scratch_ || attention_scratch_->size_bytes() < counters_offset + counters_bytes)) {
     // rows x splits <= rows + (CTAs per SM x SMs) for any row count (decode_splits).
-    const std::size_t max_slots = std::size_t(std::max<std::int64_t>(n_rows, k_scratch_rows) +
-                                              std::int64_t(k_decode_ctas_per_sm) * device().n_multiprocessors) *
-                                  std::size_t(p.n_heads);
-    stream_.synchronize();  // queued kernels may still use the old buffer
+    const std::int64_t max_rows = std::max<std::int64_t>(n_rows, k_scratch_rows);
+    const std::size_t max_slots =
+        std::size_t(max_rows + std::int64_t(k_decode_ctas_per_sm) * device().n_multiprocessors) * std::size_t(p.n_heads);
     const std::size_t slot_bytes = std::size_t(p.head_dim) * 4 + 8;
-    attention_scratch_ = std::make_unique<DeviceMemory>(std::max(n_slots, max_slots) * slot_bytes);
+    const std::size_t size = std::max(n_slots, max_slots) * slot_bytes + std::size_t(max_rows) * p.n_heads * 4;
+    stream_.synchronize();  // queued kernels may still use the old buffer
+    attention_scratch_ = std::make_unique<DeviceMemory>(size);
+    // The counters may sit anywhere in it (their offset follows the step's shape): zero it all.
+    check(driver().memset_d8_async(attention_scratch_->address(), 0, size, stream_.handle()), "cuMemsetD8Async");
     ++graph_generation_;  // graphs that recorded the old buffer must be captured again
   }
   CUdeviceptr acc_ptr = n_splits > 1 ? attention_scratch_->address() : 0;
   CUdeviceptr ml_ptr = n_splits > 1 ? acc_ptr + acc_bytes : 0;
+  CUdeviceptr counters_ptr = n_splits > 1 ? acc_ptr + counters_offset : 0;
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
   CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = arrays_.block_tables;
   long long q_stride = q.stride, out_stride = out.stride;
@@ -150,12 +159,8 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
           .grid_z = unsigned(n_rows),
           .block_x = 128},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &page_size, &n_kv,
-          &n_heads, &scale_log2, &window, &n_splits, &p_ptr, &fb_ptr, &bt_ptr},
+          &n_heads, &scale_log2, &window, &n_splits, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr},
          "attention_decode");
-  if (n_splits == 1) return;  // the decode kernel wrote `out`
-  launch(function("attention_decode", "flare_attention_decode_merge", defines),
-         {.grid_x = unsigned(n_rows), .grid_y = unsigned(p.n_heads), .block_x = unsigned(p.head_dim)},
-         {&acc_ptr, &ml_ptr, &out_ptr, &out_stride, &n_heads, &n_splits}, "attention_decode_merge");
 }
 
 void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {

@@ -1,25 +1,39 @@
-// Split-KV paged attention for decode steps (every row computes one query token, so token t is row t).
-// Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][HEAD_DIM], bf16 or
-// fp8 e4m3 (per-tensor scale 1). A position's page is block_tables[row_first_block[row] + pos / page_size].
+// Split-KV paged attention for decode steps (every row computes one query token, so token t is row t),
+// on tensor cores. Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][HEAD_DIM],
+// bf16 or fp8 e4m3 (per-tensor scale 1). A position's page is block_tables[row_first_block[row] + pos / page_size].
 //
 //   flare_attention_decode: grid (n_splits, n_kv_heads * n_head_groups, n_rows), block 128.
-//     One CTA takes GROUP query heads that share one kv head (all of them when the GQA group is <= 8),
-//     so each K/V element is read from memory once per CTA and used GROUP times. Lanes hold 8
-//     consecutive dims of one key (16-byte loads for bf16, 8 for fp8); HEAD_DIM / 8 lanes cover a key,
-//     a warp covers 32 / (HEAD_DIM / 8) keys per load and k_unroll loads per iteration, and issues the
-//     next iteration's loads before this one's math (registers double-buffered). Each key group
-//     keeps its own online softmax (base 2, F32); warps merge in shared memory at the end.
+//     One CTA takes GROUP query heads that share one kv head (the whole GQA group when it is <= 16),
+//     so each K/V byte is read from memory once per group. The GROUP heads are the rows of a 16-row
+//     mma.sync m16n8k16 tile (rows past GROUP are zero): S = Q K^T and O += P V run on tensor cores,
+//     with F32 accumulation and an online softmax in base 2, as in attention_prefill.cu. Each warp walks
+//     its own keys, 16 per iteration (every fourth block of 16 in the split), and the four warps merge
+//     in shared memory at the end.
+//     Fragments come straight from global memory, without shared memory: a dot product does not care
+//     in which order dims are summed, nor P V in which order keys are, so dims are assigned to fragment
+//     slots such that every thread loads whole 16-byte chunks:
+//       - S = Q K^T, k-steps 2p and 2p+1: the thread (group g, quad t) of the warp supplies dims
+//         [32p + 8t, 32p + 8t + 8) of key g of the 8-key n-tile, as one 16-byte load (8 bytes for fp8);
+//         Q's A fragments use the same dim order.
+//       - O = P V: output column c of dim n-tile j is dim c * (HEAD_DIM / 8) + j, so the thread needs
+//         HEAD_DIM / 8 consecutive dims of each of its four keys (2t, 2t+1, 2t+8, 2t+9 of the 16):
+//         one or two 16-byte loads per key, paired into B fragments with byte permutes.
+//     BF16 pages use the bf16 mma; FP8 pages are converted e4m3 -> f16 (exact, one instruction per
+//     pair on sm_89+) and use the f16 mma, Q and P converted to f16 (Q saturated to +-65504).
 //     The grid depends only on (n_rows, heads, n_splits), never on positions, so a CUDA graph replays
 //     it for any lengths: each split reads its row's length from `positions` and takes an equal share
-//     of the keys (rounded to whole CTA iterations); splits left without keys write an empty partial.
-//     With n_splits == 1 the CTA normalizes and writes `out` itself.
-//   flare_attention_decode_merge: grid (n_rows, n_heads), block HEAD_DIM. Log-sum-exp merge of the
-//     splits' partials into `out`.
+//     of the keys (rounded to whole CTA iterations of 64); splits left without keys write an empty
+//     partial. With n_splits == 1 the CTA normalizes and writes `out` itself; otherwise the last CTA
+//     of a (row, head group) to finish, found with a counter per pair, merges the splits' partials
+//     (log-sum-exp) into `out` and resets the counter for the next launch, which saves a merge
+//     kernel per layer.
 // Partials: acc [n_rows][n_heads][n_splits][HEAD_DIM] f32 (unnormalized, relative to the split's
 // maximum), ml [n_rows][n_heads][n_splits] float2 (maximum score in log2 units, sum of weights).
-// Defines: HEAD_DIM (64, 128 or 256, required), GROUP (query heads per CTA, 1..8, default 1),
-// KV_FP8 (1: e4m3 pages, default 0).
+// Counters: int [n_rows][n_kv_heads * n_head_groups], zero before the first launch.
+// Targets sm_80+. Defines: HEAD_DIM (64 or 128, required), GROUP (query heads per CTA, 1..16,
+// default 1), KV_FP8 (1: e4m3 pages, default 0).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #ifndef HEAD_DIM
 #error "attention_decode needs HEAD_DIM"
@@ -31,70 +45,128 @@
 #define KV_FP8 0
 #endif
 
-#if HEAD_DIM != 64 && HEAD_DIM != 128 && HEAD_DIM != 256
-#error "attention_decode supports HEAD_DIM 64, 128 and 256"
+#if HEAD_DIM != 64 && HEAD_DIM != 128
+#error "attention_decode supports HEAD_DIM 64 and 128"
 #endif
-#if GROUP < 1 || GROUP > 8
-#error "attention_decode takes 1..8 query heads per CTA"
+#if GROUP < 1 || GROUP > 16
+#error "attention_decode takes 1..16 query heads per CTA"
 #endif
 
 constexpr int k_warps = 4;
-constexpr int k_lanes_per_key = HEAD_DIM / 8;                 // 8 dims per lane
-constexpr int k_keys_per_load = 32 / k_lanes_per_key;         // keys a warp reads per load
-// Loads per lane per iteration; the next iteration's loads are issued before this one's math, so
-// twice as many are in flight. FP8 loads are half as wide, so there are twice as many of them.
-// (On an H200, 32 rows x 8k: 2 and 4 (bf16) or 4 and 8 (fp8) ran alike; more registers only cost.)
-constexpr int k_unroll = 2 * (KV_FP8 ? 2 : 1);
-constexpr int k_keys_per_warp_iter = k_keys_per_load * k_unroll;
+constexpr int k_max_splits = 64;  // the host's k_max_decode_splits
+constexpr int k_keys_per_warp_iter = 16;                        // one P V k-step
 constexpr int k_keys_per_cta_iter = k_keys_per_warp_iter * k_warps;
+constexpr int k_ksteps = HEAD_DIM / 16;                         // S = Q K^T k-steps
+constexpr int k_k_chunks = HEAD_DIM / 32;                       // 8-dim K chunks per thread per key
+constexpr int k_dim_ntiles = HEAD_DIM / 8;                      // O n-tiles; also dims per thread per V key
+// V dims per thread per key, in 16-byte loads: bf16 8 per load, fp8 16 per load (64: 8 bytes).
+constexpr int k_v_words = k_dim_ntiles * (KV_FP8 ? 1 : 2) / 4;  // 32-bit words per V key per thread
 
 #if KV_FP8
 typedef unsigned char kv_t;
-typedef uint2 kv_chunk;  // 8 e4m3 values
 #else
 typedef __nv_bfloat16 kv_t;
-typedef uint4 kv_chunk;  // 8 bf16 values
 #endif
 
 __device__ __forceinline__ float flare_neg_inf() { return -__int_as_float(0x7f800000); }
 
-// exp2(x - m) where m == -inf means "no score yet" (the result is then 0 for x == -inf too).
-__device__ __forceinline__ float flare_exp2_from(float x, float m) {
-  return exp2f(x - (m == flare_neg_inf() ? 0.0f : m));
-}
-
-// Two e4m3 values (the low 16 bits of `pair`, element 0 lowest) -> f32, exact. sm_89+ converts in
-// hardware; before, the byte's exponent and mantissa go into an f32 (bias 127 instead of 7, which also
-// keeps subnormals right) scaled by 2^120.
-__device__ __forceinline__ void flare_e4m3x2_to_f32(unsigned int pair, float& x0, float& x1) {
+// Two e4m3 values (the low 16 bits of `pair`, element 0 lowest) -> packed f16x2, exact. sm_89+
+// converts in hardware; before, each byte's exponent and mantissa go into an f16 (bias 15 instead of
+// 7, which also keeps subnormals right) scaled by 2^8.
+__device__ __forceinline__ unsigned flare_e4m3x2_to_f16x2(unsigned pair) {
 #if __CUDA_ARCH__ >= 890
-  unsigned int h2;
+  unsigned h2;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)pair));
-  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi; }"
-      : "=f"(x0), "=f"(x1) : "r"(h2));
+  return h2;
 #else
-  x0 = __uint_as_float(((pair & 0x7fu) << 20) | ((pair & 0x80u) << 24)) * 1.329227995784916e36f;  // 2^120
-  x1 = __uint_as_float(((pair & 0x7f00u) << 12) | ((pair & 0x8000u) << 16)) * 1.329227995784916e36f;
+  const unsigned bits = ((pair & 0x7fu) << 7) | ((pair & 0x80u) << 8) | ((pair & 0x7f00u) << 15) |
+                        ((pair & 0x8000u) << 16);
+  __half2 h = *reinterpret_cast<const __half2*>(&bits);
+  h = __hmul2(h, __floats2half2_rn(256.0f, 256.0f));
+  return *reinterpret_cast<const unsigned*>(&h);
 #endif
 }
 
-__device__ __forceinline__ void flare_unpack8(const kv_chunk& c, float* x) {
+// The mma operand type: bf16 pairs for bf16 pages, f16 pairs for fp8 pages.
+__device__ __forceinline__ unsigned flare_pack(float lo, float hi) {
 #if KV_FP8
-  flare_e4m3x2_to_f32(c.x, x[0], x[1]);
-  flare_e4m3x2_to_f32(c.x >> 16, x[2], x[3]);
-  flare_e4m3x2_to_f32(c.y, x[4], x[5]);
-  flare_e4m3x2_to_f32(c.y >> 16, x[6], x[7]);
+  const __half2 v = __floats2half2_rn(fmaxf(-65504.0f, fminf(lo, 65504.0f)), fmaxf(-65504.0f, fminf(hi, 65504.0f)));
 #else
-  const unsigned int w[4] = {c.x, c.y, c.z, c.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    x[2 * i] = __uint_as_float(w[i] << 16);
-    x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+#endif
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+
+// Two bf16 (one 32-bit word) -> the operand type.
+__device__ __forceinline__ unsigned flare_from_bf16x2(unsigned word) {
+#if KV_FP8
+  return flare_pack(__uint_as_float(word << 16), __uint_as_float(word & 0xffff0000u));
+#else
+  return word;
 #endif
 }
 
-// grid (n_splits, n_kv_heads * n_head_groups, n_rows), block 128.
+// d += a (16x16, row) * b (16x8, col), f32 accumulators.
+__device__ __forceinline__ void flare_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+#if KV_FP8
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// One K chunk: dims [8c, 8c + 8) of one key as four operand words (dims 0-1, 2-3, 4-5, 6-7).
+__device__ __forceinline__ void flare_load_k_chunk(const kv_t* p, bool valid, unsigned* w) {
+#if KV_FP8
+  const uint2 raw = valid ? *reinterpret_cast<const uint2*>(p) : make_uint2(0, 0);
+  w[0] = flare_e4m3x2_to_f16x2(raw.x);
+  w[1] = flare_e4m3x2_to_f16x2(raw.x >> 16);
+  w[2] = flare_e4m3x2_to_f16x2(raw.y);
+  w[3] = flare_e4m3x2_to_f16x2(raw.y >> 16);
+#else
+  const uint4 raw = valid ? *reinterpret_cast<const uint4*>(p) : make_uint4(0, 0, 0, 0);
+  w[0] = raw.x;
+  w[1] = raw.y;
+  w[2] = raw.z;
+  w[3] = raw.w;
+#endif
+}
+
+// The thread's k_dim_ntiles consecutive V dims of one key, raw (bf16 pairs or fp8 quads).
+__device__ __forceinline__ void flare_load_v(const kv_t* p, bool valid, unsigned* w) {
+#pragma unroll
+  for (int i = 0; i < k_v_words; i += 4) {
+    if (k_v_words - i >= 4) {
+      const uint4 raw = valid ? *reinterpret_cast<const uint4*>(p + i * (KV_FP8 ? 4 : 2)) : make_uint4(0, 0, 0, 0);
+      w[i] = raw.x;
+      w[i + 1] = raw.y;
+      w[i + 2] = raw.z;
+      w[i + 3] = raw.w;
+    } else {  // fp8, HEAD_DIM 64: 8 bytes
+      const uint2 raw = valid ? *reinterpret_cast<const uint2*>(p) : make_uint2(0, 0);
+      w[i] = raw.x;
+      w[i + 1] = raw.y;
+    }
+  }
+}
+
+// The B-operand word of dim j (0..k_dim_ntiles-1) for keys a (low half) and b (high half).
+__device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsigned* b, int j) {
+#if KV_FP8
+  const unsigned shift = (j % 4);
+  return flare_e4m3x2_to_f16x2(__byte_perm(a[j / 4], b[j / 4], shift | ((4 + shift) << 4)));
+#else
+  return __byte_perm(a[j / 2], b[j / 2], j % 2 ? 0x7632 : 0x5410);
+#endif
+}
+
+// grid (n_splits, n_kv_heads * n_head_groups, n_rows), block 32 * k_warps.
 extern "C" __global__ void __launch_bounds__(32 * k_warps)
 flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_rows, n_heads * HEAD_DIM]
                        __nv_bfloat16* __restrict__ out, long long out_stride,    // like q (n_splits == 1)
@@ -102,8 +174,11 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
                        const kv_t* __restrict__ cache, int layer, int n_pages, int page_size, int n_kv_heads,
                        int n_heads, float scale_log2, int sliding_window, int n_splits,
                        const int* __restrict__ positions, const int* __restrict__ row_first_block,
-                       const int* __restrict__ block_tables) {
-  __shared__ float s_acc[k_warps][GROUP][HEAD_DIM];
+                       const int* __restrict__ block_tables, int* __restrict__ counters) {
+  // Per warp: acc [GROUP][HEAD_DIM + 4] in fragment order (n-tile j, column c at j * 8 + c; the
+  // padding spreads a store's rows over banks), then m and l per head.
+  constexpr int k_acc_stride = HEAD_DIM + 4;
+  __shared__ float s_acc[k_warps][GROUP][k_acc_stride];
   __shared__ float s_m[k_warps][GROUP], s_l[k_warps][GROUP];
 
   const int split = blockIdx.x, row = blockIdx.z;
@@ -112,8 +187,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   const int kv_head = blockIdx.y / n_head_groups;
   const int head0 = kv_head * group_size + (blockIdx.y % n_head_groups) * GROUP;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int key_slot = lane / k_lanes_per_key;  // which key of a load this lane reads
-  const int dim0 = (lane % k_lanes_per_key) * 8;
+  const int g = lane / 4, t = lane % 4;  // mma fragment coordinates: group (row / key / dim), quad
 
   // This split's share of the row's keys [first, length).
   const int length = positions[row] + 1;
@@ -123,157 +197,211 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   const int begin = first + split * chunk;
   const int end = min(length, begin + chunk);
 
-  float qv[GROUP][8], acc[GROUP][8], m[GROUP], l[GROUP];
+  // Q as A fragments (rows: heads head0 + g and head0 + g + 8, zero past GROUP), dims in K's order.
+  unsigned qa[k_ksteps][4];
 #pragma unroll
-  for (int g = 0; g < GROUP; ++g) {
-    const __nv_bfloat16* qp = q + (long long)row * q_stride + (long long)(head0 + g) * HEAD_DIM + dim0;
+  for (int r = 0; r < 2; ++r) {
+    const int h = g + 8 * r;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      qv[g][i] = __bfloat162float(qp[i]);
-      acc[g][i] = 0.0f;
+    for (int p = 0; p < k_k_chunks; ++p) {
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (h < GROUP) {
+        raw = *reinterpret_cast<const uint4*>(q + (long long)row * q_stride + (long long)(head0 + h) * HEAD_DIM +
+                                              p * 32 + t * 8);
+      }
+      qa[2 * p][r] = flare_from_bf16x2(raw.x);
+      qa[2 * p][r + 2] = flare_from_bf16x2(raw.y);
+      qa[2 * p + 1][r] = flare_from_bf16x2(raw.z);
+      qa[2 * p + 1][r + 2] = flare_from_bf16x2(raw.w);
     }
-    m[g] = flare_neg_inf();
-    l[g] = 0.0f;
   }
 
-  const long long half_elems = (long long)page_size * n_kv_heads * HEAD_DIM;
+  float o[k_dim_ntiles][4];
+#pragma unroll
+  for (int j = 0; j < k_dim_ntiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m[2] = {flare_neg_inf(), flare_neg_inf()}, l[2] = {0.0f, 0.0f};
+
+  const int slot_elems = n_kv_heads * HEAD_DIM;
+  const long long half_elems = (long long)page_size * slot_elems;
   const long long page_elems = 2 * half_elems;
-  const kv_t* layer_base = cache + (long long)layer * n_pages * page_elems + (long long)kv_head * HEAD_DIM + dim0;
+  const kv_t* head_base = cache + (long long)layer * n_pages * page_elems + (long long)kv_head * HEAD_DIM;
   const int* blocks = block_tables + row_first_block[row];
-
-  // Loads this lane's K and V chunks of the keys of the warp iteration at `base` (those before `end`).
-  const auto load = [&](int base, kv_chunk* kc, kv_chunk* vc) {
-#pragma unroll
-    for (int u = 0; u < k_unroll; ++u) {
-      const int key = base + u * k_keys_per_load + key_slot;
-      if (key < end) {
-        const kv_t* kp = layer_base + (long long)blocks[key / page_size] * page_elems +
-                         (long long)(key % page_size) * n_kv_heads * HEAD_DIM;
-        kc[u] = *reinterpret_cast<const kv_chunk*>(kp);
-        vc[u] = *reinterpret_cast<const kv_chunk*>(kp + half_elems);
-      }
-    }
+  const auto key_address = [&](int key) {
+    return head_base + (long long)blocks[key / page_size] * page_elems + (long long)(key % page_size) * slot_elems;
   };
-  kv_chunk kc[k_unroll], vc[k_unroll];
-  load(begin + warp * k_keys_per_warp_iter, kc, vc);
+
   for (int base = begin + warp * k_keys_per_warp_iter; base < end; base += k_keys_per_cta_iter) {
-    kv_chunk k_next[k_unroll], v_next[k_unroll];
-    load(base + k_keys_per_cta_iter, k_next, v_next);  // in flight while this iteration computes
-    float s[k_unroll][GROUP];
+    // Issue every load of the iteration first: K of keys base + g and base + 8 + g, V of the four keys.
+    unsigned kw[2][k_k_chunks][4];
 #pragma unroll
-    for (int u = 0; u < k_unroll; ++u) {
-      float k[8];
-      flare_unpack8(kc[u], k);
+    for (int n = 0; n < 2; ++n) {
+      const int key = base + 8 * n + g;
+      const bool valid = key < end;
+      const kv_t* kp = valid ? key_address(key) : head_base;
 #pragma unroll
-      for (int g = 0; g < GROUP; ++g) {
-        float dot = 0.0f;
+      for (int p = 0; p < k_k_chunks; ++p) flare_load_k_chunk(kp + p * 32 + t * 8, valid, kw[n][p]);
+    }
+    unsigned vw[4][k_v_words];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) dot = fmaf(qv[g][i], k[i], dot);
+    for (int i = 0; i < 4; ++i) {
+      const int key = base + 2 * t + (i % 2) + 8 * (i / 2);
+      const bool valid = key < end;
+      flare_load_v((valid ? key_address(key) : head_base) + half_elems + g * k_dim_ntiles, valid, vw[i]);
+    }
+
+    // S = Q K^T: two 8-key n-tiles.
+    float s[2][4];
 #pragma unroll
-        for (int offset = k_lanes_per_key / 2; offset > 0; offset >>= 1) {
-          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        }
-        s[u][g] = base + u * k_keys_per_load + key_slot < end ? dot * scale_log2 : flare_neg_inf();
+    for (int n = 0; n < 2; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int p = 0; p < k_k_chunks; ++p) {
+        flare_mma(s[n], qa[2 * p], kw[n][p][0], kw[n][p][1]);
+        flare_mma(s[n], qa[2 * p + 1], kw[n][p][2], kw[n][p][3]);
       }
     }
+
+    // Mask keys past the split's end, scale, online softmax of the thread's two rows.
+    float tile_max[2] = {flare_neg_inf(), flare_neg_inf()};
 #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {
-      float new_m = m[g];
+    for (int n = 0; n < 2; ++n) {
 #pragma unroll
-      for (int u = 0; u < k_unroll; ++u) new_m = fmaxf(new_m, s[u][g]);
-      const float correction = flare_exp2_from(m[g], new_m);
-      l[g] *= correction;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc[g][i] *= correction;
-      m[g] = new_m;
-    }
-#pragma unroll
-    for (int u = 0; u < k_unroll; ++u) {
-      if (base + u * k_keys_per_load + key_slot >= end) continue;  // vc[u] was not loaded
-      float v[8];
-      flare_unpack8(vc[u], v);
-#pragma unroll
-      for (int g = 0; g < GROUP; ++g) {
-        const float p = flare_exp2_from(s[u][g], m[g]);
-        l[g] += p;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
+      for (int e = 0; e < 4; ++e) {
+        const int key = base + 8 * n + 2 * t + e % 2;
+        const float x = key < end ? s[n][e] * scale_log2 : flare_neg_inf();
+        s[n][e] = x;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
       }
     }
+    float correction[2], shift[2];
 #pragma unroll
-    for (int u = 0; u < k_unroll; ++u) {
-      kc[u] = k_next[u];
-      vc[u] = v_next[u];
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float new_m = fmaxf(m[r], tile_max[r]);  // finite: key `base` is always < end
+      correction[r] = exp2f(m[r] - new_m);
+      shift[r] = new_m;
+      m[r] = new_m;
+      l[r] *= correction[r];
+    }
+#pragma unroll
+    for (int j = 0; j < k_dim_ntiles; ++j) {
+      o[j][0] *= correction[0];
+      o[j][1] *= correction[0];
+      o[j][2] *= correction[1];
+      o[j][3] *= correction[1];
+    }
+    // P as the A fragment of the 16-key k-step: n-tile 0 gives columns 0-7, n-tile 1 columns 8-15.
+    unsigned pa[4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[e] = exp2f(s[n][e] - shift[e / 2]);
+        l[e / 2] += p[e];
+      }
+      pa[2 * n] = flare_pack(p[0], p[1]);
+      pa[2 * n + 1] = flare_pack(p[2], p[3]);
+    }
+
+    // O += P V: dim n-tile j, column g is dim g * k_dim_ntiles + j; rows 2t, 2t+1 | 2t+8, 2t+9.
+#pragma unroll
+    for (int j = 0; j < k_dim_ntiles; ++j) {
+      flare_mma(o[j], pa, flare_v_pair(vw[0], vw[1], j), flare_v_pair(vw[2], vw[3], j));
     }
   }
 
-  // Merge the key groups of the warp (lanes with the same dims), then the warps.
+  // The thread's l covers its own columns: sum over the quad. Then merge the warps.
 #pragma unroll
-  for (int offset = k_lanes_per_key; offset < 32; offset <<= 1) {
-#pragma unroll
-    for (int g = 0; g < GROUP; ++g) {
-      const float other_m = __shfl_xor_sync(0xffffffffu, m[g], offset);
-      const float other_l = __shfl_xor_sync(0xffffffffu, l[g], offset);
-      const float new_m = fmaxf(m[g], other_m);
-      const float mine = flare_exp2_from(m[g], new_m), theirs = flare_exp2_from(other_m, new_m);
-      l[g] = l[g] * mine + other_l * theirs;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        acc[g][i] = acc[g][i] * mine + __shfl_xor_sync(0xffffffffu, acc[g][i], offset) * theirs;
-      }
-      m[g] = new_m;
-    }
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
-  if (lane < k_lanes_per_key) {
 #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {
+  for (int r = 0; r < 2; ++r) {
+    const int h = g + 8 * r;
+    if (h >= GROUP) continue;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) s_acc[warp][g][dim0 + i] = acc[g][i];
-      if (lane == 0) {
-        s_m[warp][g] = m[g];
-        s_l[warp][g] = l[g];
-      }
+    for (int j = 0; j < k_dim_ntiles; ++j) {
+      s_acc[warp][h][j * 8 + 2 * t] = o[j][2 * r];
+      s_acc[warp][h][j * 8 + 2 * t + 1] = o[j][2 * r + 1];
+    }
+    if (t == 0) {
+      s_m[warp][h] = m[r];
+      s_l[warp][h] = l[r];
     }
   }
   __syncthreads();
   for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += 32 * k_warps) {
-    const int g = e / HEAD_DIM, d = e % HEAD_DIM;
+    const int h = e / HEAD_DIM, d = e % HEAD_DIM;
+    const int slot = (d % k_dim_ntiles) * 8 + d / k_dim_ntiles;  // dim d is column d / NT of n-tile d % NT
     float total_m = flare_neg_inf();
 #pragma unroll
-    for (int w = 0; w < k_warps; ++w) total_m = fmaxf(total_m, s_m[w][g]);
+    for (int w = 0; w < k_warps; ++w) total_m = fmaxf(total_m, s_m[w][h]);
     float total_l = 0.0f, total_acc = 0.0f;
 #pragma unroll
     for (int w = 0; w < k_warps; ++w) {
-      const float weight = flare_exp2_from(s_m[w][g], total_m);
-      total_l += s_l[w][g] * weight;
-      total_acc += s_acc[w][g][d] * weight;
+      if (s_l[w][h] == 0.0f) continue;  // a warp without keys (its m is -inf)
+      const float weight = exp2f(s_m[w][h] - total_m);
+      total_l += s_l[w][h] * weight;
+      total_acc += s_acc[w][h][slot] * weight;
     }
-    const int head = head0 + g;
+    const int head = head0 + h;
     if (n_splits == 1) {
       out[(long long)row * out_stride + (long long)head * HEAD_DIM + d] = __float2bfloat16(total_acc / total_l);
     } else {
-      const long long slot = ((long long)row * n_heads + head) * n_splits + split;
-      partial_acc[slot * HEAD_DIM + d] = total_acc;
-      if (d == 0) partial_ml[slot] = make_float2(total_m, total_l);
+      const long long slot_index = ((long long)row * n_heads + head) * n_splits + split;
+      partial_acc[slot_index * HEAD_DIM + d] = total_acc;
+      if (d == 0) partial_ml[slot_index] = make_float2(total_m, total_l);
     }
   }
-}
+  if (n_splits == 1) return;
 
-// grid (n_rows, n_heads), block HEAD_DIM.
-extern "C" __global__ void __launch_bounds__(HEAD_DIM)
-flare_attention_decode_merge(const float* __restrict__ partial_acc, const float2* __restrict__ partial_ml,
-                             __nv_bfloat16* __restrict__ out, long long out_stride, int n_heads, int n_splits) {
-  const int row = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
-  const long long first_slot = ((long long)row * n_heads + head) * n_splits;
-  float total_m = flare_neg_inf();
-  for (int s = 0; s < n_splits; ++s) total_m = fmaxf(total_m, partial_ml[first_slot + s].x);
-  float total_l = 0.0f, total_acc = 0.0f;
-  for (int s = 0; s < n_splits; ++s) {
-    const float2 ml = partial_ml[first_slot + s];
-    if (ml.y == 0.0f) continue;  // a split without keys: its acc is not written
-    const float weight = exp2f(ml.x - total_m);
-    total_l += ml.y * weight;
-    total_acc += partial_acc[(first_slot + s) * HEAD_DIM + d] * weight;
+  // The last split of this (row, head group) to get here merges them all.
+  __shared__ int s_last;
+  __threadfence();  // this CTA's partials are visible to whichever CTA merges
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = counters + (long long)row * gridDim.y + blockIdx.y;
+    s_last = atomicAdd(counter, 1) == n_splits - 1;
+    if (s_last) *counter = 0;  // every split has counted: ready for the next launch
   }
-  out[(long long)row * out_stride + (long long)head * HEAD_DIM + d] = __float2bfloat16(total_acc / total_l);
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  // Each split's weight in the merged softmax (normalization folded in), then the weighted sums.
+  __shared__ float2 s_ml[GROUP][k_max_splits];
+  __shared__ float s_weight[GROUP][k_max_splits];
+  for (int e = threadIdx.x; e < GROUP * n_splits; e += 32 * k_warps) {
+    const int h = e / n_splits, sp = e % n_splits;
+    s_ml[h][sp] = __ldcg(&partial_ml[((long long)row * n_heads + head0 + h) * n_splits + sp]);
+  }
+  __syncthreads();
+  if (threadIdx.x < GROUP) {
+    const int h = threadIdx.x;
+    float total_m = flare_neg_inf();
+    for (int sp = 0; sp < n_splits; ++sp) total_m = fmaxf(total_m, s_ml[h][sp].x);
+    float total_l = 0.0f;
+    for (int sp = 0; sp < n_splits; ++sp) {
+      const float2 ml = s_ml[h][sp];
+      const float weight = ml.y == 0.0f ? 0.0f : exp2f(ml.x - total_m);  // a split without keys: 0
+      s_weight[h][sp] = weight;
+      total_l += ml.y * weight;
+    }
+    const float inv_l = 1.0f / total_l;
+    for (int sp = 0; sp < n_splits; ++sp) s_weight[h][sp] *= inv_l;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += 32 * k_warps) {
+    const int h = e / HEAD_DIM, d = e % HEAD_DIM;
+    const float* acc = partial_acc + ((long long)row * n_heads + head0 + h) * n_splits * HEAD_DIM + d;
+    float total = 0.0f;
+#pragma unroll 8
+    for (int sp = 0; sp < n_splits; ++sp) {
+      const float weight = s_weight[h][sp];
+      if (weight != 0.0f) total += __ldcg(acc + (long long)sp * HEAD_DIM) * weight;
+    }
+    out[(long long)row * out_stride + (long long)(head0 + h) * HEAD_DIM + d] = __float2bfloat16(total);
+  }
 }
