@@ -132,11 +132,11 @@ void LocalEngine::loop() {
 
 void LocalEngine::run_step(const StepPlan& plan) {
   const std::int32_t vocab = runner_->vocab_size();
-  logits_.assign(std::size_t(plan.step.n_logit_rows()) * std::size_t(vocab), 0.0f);
   std::vector<RequestOutputs> outputs;
   try {
-    runner_->run(plan.step, plan.page_copies, logits_);
-    outputs = scheduler_.apply(plan, logits_, vocab);
+    const SamplingPlan sampling = scheduler_.plan_sampling(plan, vocab);
+    runner_->run(plan.step, plan.page_copies, sampling, results_);
+    outputs = scheduler_.apply(plan, sampling, results_, vocab);
   } catch (const std::exception& e) {
     outputs = scheduler_.fail_all(std::string("the engine failed a step: ") + e.what());
   }

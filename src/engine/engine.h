@@ -1,8 +1,10 @@
 // LocalEngine: the flare::engine::Engine of one device. One engine thread owns the StepRunner
 // (backend, model, KV cache) and the Scheduler (pages, prefix cache); HTTP threads call submit(),
 // cancel() and stats(), which only touch a mutex-protected inbox and a stats snapshot. Each step:
-// schedule -> page copies and forward (StepRunner) -> sample -> outputs to sinks -> retire finished
-// requests, whose pages return to the pool at once. Sinks are called on the engine thread.
+// schedule -> sampling plan -> page copies, forward and backend sampling (StepRunner) -> host
+// sampling of the rows that need it and stop checks (Scheduler::apply) -> outputs to sinks ->
+// retire finished requests, whose pages return to the pool at once. Sinks are called on the
+// engine thread.
 #pragma once
 
 #include <atomic>
@@ -18,6 +20,7 @@
 
 #include "engine/engine_options.h"
 #include "engine/request.h"
+#include "engine/sampling_plan.h"
 #include "engine/scheduler.h"
 #include "helios/backend.h"
 #include "helios/step.h"
@@ -31,9 +34,13 @@ class StepRunner {
   virtual std::int32_t vocab_size() const = 0;
   // Called once on the engine thread before its first step (a GPU runner binds its context).
   virtual void bind_thread() {}
-  // Runs `copies` (copy-on-write of shared KV pages) and then the step; writes the logits of the
-  // rows' requested positions, [step.n_logit_rows(), vocab_size] f32, into `logits`.
-  virtual void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) = 0;
+  // Runs `copies` (copy-on-write of shared KV pages) and then the step, whose logits are those of
+  // the rows' requested positions, [step.n_logit_rows(), vocab_size] f32. Of these, samples
+  // plan.sampled_rows with plan.requests into out.sampled (the semantics of helios::sample_token,
+  // so seeded draws match the host's) and copies plan.host_rows into out.host_logits; other rows
+  // are never read. `out` is reused step to step, so its buffers keep their capacity.
+  virtual void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
+                   StepResults& out) = 0;
 };
 
 class LocalEngine final : public Engine {
@@ -76,7 +83,7 @@ class LocalEngine final : public Engine {
   const EngineOptions options_;
   std::unique_ptr<StepRunner> runner_;
   Scheduler scheduler_;  // engine thread only
-  std::vector<float> logits_;
+  StepResults results_;  // engine thread only; reused by every step
   std::unordered_map<RequestHandle, std::shared_ptr<OutputSink>> sinks_;  // engine thread only
   std::int64_t n_finished_unpublished_ = 0;                                 // engine thread only
   const std::chrono::steady_clock::time_point start_;

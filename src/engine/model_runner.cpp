@@ -29,6 +29,9 @@ ModelStepRunner::~ModelStepRunner() {
 }
 
 std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& buckets) {
+  // The sampler's scratch for the most rows a step samples (one per active choice), before the
+  // graphs, so the first steps allocate nothing (a no-op where flare run reserved it already).
+  backend_->reserve_sampling(options_.max_concurrency, vocab_size());
   graph_buckets_.clear();
   model_->drop_decode_graphs();
   if (!options_.cuda_graphs || !backend_->supports_graphs() || buckets.empty()) return 0;
@@ -52,19 +55,26 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
   return std::int32_t(graph_buckets_.size());
 }
 
-void ModelStepRunner::run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) {
+void ModelStepRunner::run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
+                          StepResults& out) {
+  sampling_plan_validate(plan, step.n_logit_rows());
   if (!copies.empty()) backend_->kv_copy_pages(cache_, copies);
-  if (logits.size() != std::size_t(step.n_logit_rows()) * std::size_t(vocab_size())) {
-    fail(ExitCode::failure, "internal: {} logits for a step of {} logits rows", logits.size(), step.n_logit_rows());
-  }
   const std::int32_t bucket = helios::decode_bucket_for(step, graph_buckets_);
-  if (bucket > step.n_rows()) {
-    model_->forward_logits(helios::step_pad_decode(step, bucket, scratch_page_), cache_);
-  } else {
-    model_->forward_logits(step, cache_);
-  }
-  // The real rows come first; the padding rows' logits stay on the device.
-  model_->download_logits(step.n_logit_rows(), logits);
+  // The real rows come first; the padding rows' logits stay on the device, never read.
+  const helios::Tensor logits = bucket > step.n_rows()
+                                    ? model_->forward_logits(helios::step_pad_decode(step, bucket, scratch_page_), cache_)
+                                    : model_->forward_logits(step, cache_);
+  out.sampled.clear();
+  out.sampled.reserve(plan.sampled_rows.size());
+  sampling_plan_runs(plan.sampled_rows, [&](std::int32_t first, std::int32_t n, std::size_t offset) {
+    auto sampled = backend_->sample(logits.slice_rows(first, n), std::span(plan.requests).subspan(offset, std::size_t(n)));
+    for (auto& token : sampled) out.sampled.push_back(std::move(token));
+  });
+  const auto vocab = std::size_t(vocab_size());
+  out.host_logits.resize(plan.host_rows.size() * vocab);
+  sampling_plan_runs(plan.host_rows, [&](std::int32_t first, std::int32_t n, std::size_t offset) {
+    model_->download_logits(first, n, std::span(out.host_logits).subspan(offset * vocab, std::size_t(n) * vocab));
+  });
 }
 
 std::vector<std::int32_t> decode_buckets(std::int32_t max_concurrency) {

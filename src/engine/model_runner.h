@@ -1,7 +1,8 @@
 // ModelStepRunner: the StepRunner over a real model (src/model) on a backend (src/helios). It owns
 // the backend, the loaded model and the KV cache sized to the engine's page pool; run() performs the
-// step's copy-on-write page copies, the forward pass, and hands back the FP32 logits. Owned and
-// called by the engine thread only.
+// step's copy-on-write page copies and the forward pass, samples the rows the scheduler's plan
+// leaves to the backend where the logits are, and downloads only the rows the host needs. Owned
+// and called by the engine thread only.
 #pragma once
 
 #include <filesystem>
@@ -29,7 +30,10 @@ class ModelStepRunner final : public StepRunner {
 
   std::int32_t vocab_size() const override { return model_->spec().vocab_size; }
   void bind_thread() override { backend_->bind_thread(); }
-  void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) override;
+  // Samples the plan's rows on the backend (CudaBackend: on the device), one call per run of
+  // consecutive rows, and downloads only its host rows.
+  void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
+           StepResults& out) override;
   const model::Model& model() const { return *model_; }
 
   // Captures the decode step of each bucket (rows; the package's concurrency buckets, see

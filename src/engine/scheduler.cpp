@@ -51,6 +51,11 @@ Scheduler::Request* Scheduler::find(RequestHandle handle) {
   return it == by_handle_.end() ? nullptr : it->second;
 }
 
+const Scheduler::Request* Scheduler::find(RequestHandle handle) const {
+  auto it = by_handle_.find(handle);
+  return it == by_handle_.end() ? nullptr : it->second;
+}
+
 std::int32_t Scheduler::n_active_choices() const {
   std::int32_t n = 0;
   for (const auto& r : running_) n += r->n_active();

@@ -12,9 +12,11 @@
 // to the pool; it waits again, keeps its generated tokens and recomputes them when readmitted).
 // Finished and cancelled choices free their pages at once, after their answer is checkpointed.
 //
-// schedule() builds the next step; the caller runs its page copies and forward, then hands the
-// logits to apply(), which samples, checks stop conditions and returns the outputs per request.
-// Owned by the engine thread; not thread-safe.
+// schedule() builds the next step and plan_sampling() says which of its logits rows the backend
+// samples and which the host reads (sampling_plan.h); the caller runs the page copies, the forward
+// and the backend's sampling, then hands the results to apply(), which samples the host rows,
+// checks stop conditions and returns the outputs per request. Owned by the engine thread; not
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,7 @@
 #include "engine/engine_options.h"
 #include "engine/prefix_cache.h"
 #include "engine/request.h"
+#include "engine/sampling_plan.h"
 #include "helios/page_pool.h"
 #include "helios/sampling.h"
 #include "helios/step.h"
@@ -82,8 +85,17 @@ class Scheduler {
   std::vector<RequestOutputs> fail_all(const std::string& message);
 
   StepPlan schedule(double now_ms);
-  // logits: [plan.step.n_logit_rows(), vocab_size] f32 in row order.
-  std::vector<RequestOutputs> apply(const StepPlan& plan, std::span<const float> logits, std::int32_t vocab_size);
+  // The backend samples a row whose choice draws its next token freely from it: one logits row,
+  // no token constraint, no prompt logprobs pending, not the prompt row n > 1 choices fork from.
+  // Its request carries exactly what apply() would sample the row with (the choice's seed, its
+  // tokens so far, output index = tokens generated), so the draw is the host's. Every other row
+  // of an active choice goes to the host. Call right after schedule(); the plan's histories point
+  // into this scheduler's requests until apply().
+  SamplingPlan plan_sampling(const StepPlan& plan, std::int32_t vocab_size) const;
+  // results: what the runner returned for plan_sampling(plan) (sampled tokens and host rows'
+  // logits, [sampling.host_rows.size(), vocab_size] f32).
+  std::vector<RequestOutputs> apply(const StepPlan& plan, const SamplingPlan& sampling, const StepResults& results,
+                                    std::int32_t vocab_size);
 
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   std::int64_t n_running() const { return std::int64_t(running_.size()); }
@@ -101,13 +113,20 @@ class Scheduler {
   struct Candidate;
 
   Request* find(RequestHandle handle);
+  const Request* find(RequestHandle handle) const;
   std::vector<Candidate> candidates(double now_ms);
   bool allocate(Request& request, Choice& choice, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies);
   void admit(Request& request);
   void preempt(Request& request);
   void fork_choices(Request& request, Choice& lead);
   void emit_row(StepPlan& plan, Request& request, Choice& choice, std::int32_t n_tokens);
+  // What a choice's next token is sampled with (the min_tokens bans dropped outside the vocabulary).
+  helios::SamplingParams choice_sampling_params(const Request& request, const Choice& choice,
+                                                std::int32_t vocab_size) const;
+  // Samples on the host from the choice's logits row, then records the token.
   void sample_choice(Request& request, Choice& choice, std::span<const float> logits);
+  // Appends a sampled token to the choice, with its logprobs, and applies the stop conditions.
+  void record_token(Request& request, Choice& choice, const helios::SampledToken& sampled);
   void add_prompt_logprobs(Request& request, std::int32_t first_position, std::int32_t n_logits,
                            std::span<const float> logits, std::int32_t vocab_size);
   void finish_choice(Request& request, Choice& choice, FinishReason reason, TokenId stop_token);

@@ -1,5 +1,6 @@
-// After a step: computed counts, prompt checkpoints, the fork of n > 1 choices, sampling, stop
-// conditions, retirement and outputs; and cancellation (see scheduler.h).
+// After a step: computed counts, prompt checkpoints, the fork of n > 1 choices, tokens (drawn on
+// the backend, or sampled here from the host rows), stop conditions, retirement and outputs; and
+// cancellation (see scheduler.h).
 #include <cmath>
 #include <limits>
 
@@ -62,34 +63,26 @@ void Scheduler::add_prompt_logprobs(Request& r, std::int32_t first_position, std
 }
 
 void Scheduler::sample_choice(Request& r, Choice& c, std::span<const float> logits) {
-  helios::SamplingParams params = r.sampling;
-  params.seed = scheduler_choice_seed(r.sampling.seed, c.index);
-  params.n_top_logprobs = r.request.logprobs ? r.request.top_logprobs : 0;
+  const helios::SamplingParams params = choice_sampling_params(r, c, std::int32_t(logits.size()));
   const auto n_generated = std::int32_t(c.generated.size());
-  if (n_generated < r.request.min_tokens && !c.constraint) {  // as vLLM: stop ids cannot be drawn before min_tokens
-    const float never = -std::numeric_limits<float>::infinity();
-    for (TokenId id : r.request.stop_token_ids) params.logit_bias.emplace_back(id, never);
-    if (!r.request.ignore_eos) {
-      for (TokenId id : options_.eos_token_ids) params.logit_bias.emplace_back(id, never);
-    }
-    const auto vocab = std::int32_t(logits.size());
-    std::erase_if(params.logit_bias, [&](const auto& bias) { return bias.first < 0 || bias.first >= vocab; });
-  }
   const helios::TokenHistory history{r.request.prompt_token_ids, c.generated};
-  helios::SampledToken sampled;
-  if (c.constraint) {
-    const std::int32_t n_left = std::min(r.request.max_tokens - n_generated, options_.context_limit - r.n_prompt() - n_generated);
-    const TokenRule rule = c.constraint->next(std::max(n_left, 1));
-    sampled = sample_constrained(rule, logits, params, history, std::uint64_t(n_generated));
-    c.constraint->accept(sampled.token);
-  } else {
-    sampled = helios::sample_token(logits, params, history, std::uint64_t(n_generated));
+  if (!c.constraint) {
+    record_token(r, c, helios::sample_token(logits, params, history, std::uint64_t(n_generated)));
+    return;
   }
+  const std::int32_t n_left = std::min(r.request.max_tokens - n_generated, options_.context_limit - r.n_prompt() - n_generated);
+  const TokenRule rule = c.constraint->next(std::max(n_left, 1));
+  const helios::SampledToken sampled = sample_constrained(rule, logits, params, history, std::uint64_t(n_generated));
+  c.constraint->accept(sampled.token);
+  record_token(r, c, sampled);
+}
+
+void Scheduler::record_token(Request& r, Choice& c, const helios::SampledToken& sampled) {
   c.generated.push_back(sampled.token);
   TokenOutput out{sampled.token, sampled.logprob, {}};
   for (const auto& [id, logprob] : sampled.top_logprobs) out.top_logprobs.push_back(TokenLogprob{id, logprob});
   c.new_tokens.push_back(std::move(out));
-  const auto n_after = n_generated + 1;
+  const auto n_after = std::int32_t(c.generated.size());
   if (c.constraint && c.constraint->finished()) {  // the constrained text is complete
     finish_choice(r, c, FinishReason::stop, -1);
     return;
@@ -171,18 +164,35 @@ void Scheduler::collect_outputs(Request& r, std::vector<RequestOutputs>& out) {
   if (!outputs.outputs.empty()) out.push_back(std::move(outputs));
 }
 
-std::vector<RequestOutputs> Scheduler::apply(const StepPlan& plan, std::span<const float> logits,
-                                             std::int32_t vocab_size) {
-  const auto n_logit_rows = std::size_t(plan.step.n_logit_rows());
-  if (vocab_size < 1 || logits.size() != n_logit_rows * std::size_t(vocab_size)) {
-    fail(ExitCode::failure, "internal: {} logits for {} rows of a vocabulary of {}", logits.size(), n_logit_rows,
-         vocab_size);
+std::vector<RequestOutputs> Scheduler::apply(const StepPlan& plan, const SamplingPlan& sampling,
+                                             const StepResults& results, std::int32_t vocab_size) {
+  const std::int32_t n_logit_rows = plan.step.n_logit_rows();
+  sampling_plan_validate(sampling, n_logit_rows);
+  if (vocab_size < 1 || results.sampled.size() != sampling.sampled_rows.size() ||
+      results.host_logits.size() != sampling.host_rows.size() * std::size_t(vocab_size)) {
+    fail(ExitCode::failure, "internal: {} sampled tokens and {} host logits for a plan of {} sampled and {} host rows "
+         "of a vocabulary of {}", results.sampled.size(), results.host_logits.size(), sampling.sampled_rows.size(),
+         sampling.host_rows.size(), vocab_size);
   }
+  // Per logits row: its entry in results.sampled, or in the host rows, or -1.
+  std::vector<std::int32_t> sampled_slot(std::size_t(n_logit_rows), -1), host_slot(std::size_t(n_logit_rows), -1);
+  for (std::size_t i = 0; i < sampling.sampled_rows.size(); ++i) sampled_slot[std::size_t(sampling.sampled_rows[i])] = std::int32_t(i);
+  for (std::size_t i = 0; i < sampling.host_rows.size(); ++i) host_slot[std::size_t(sampling.host_rows[i])] = std::int32_t(i);
+  // The host logits of logits rows [first, first + n), which the plan must have downloaded together.
+  auto host_logits = [&](std::int32_t first, std::int32_t n) {
+    const std::int32_t slot = host_slot[std::size_t(first)];
+    if (slot < 0 || host_slot[std::size_t(first + n - 1)] != slot + n - 1) {
+      fail(ExitCode::failure, "internal: logits rows {}..{} were not downloaded for the host", first, first + n - 1);
+    }
+    return std::span<const float>(results.host_logits)
+        .subspan(std::size_t(slot) * std::size_t(vocab_size), std::size_t(n) * std::size_t(vocab_size));
+  };
+
   std::vector<Request*> touched;
-  std::size_t offset = 0;
+  std::int32_t first = 0;  // the row's first logits row
   for (const ScheduledRow& row : plan.rows) {
-    auto rows = logits.subspan(offset * std::size_t(vocab_size), std::size_t(row.n_logits) * std::size_t(vocab_size));
-    offset += std::size_t(row.n_logits);
+    const std::int32_t row_first = first;
+    first += row.n_logits;
     Request* r = find(row.handle);
     if (r == nullptr || !r->running) continue;  // retired between schedule and apply
     Choice& c = r->choices[std::size_t(row.choice_index)];
@@ -194,7 +204,8 @@ std::vector<RequestOutputs> Scheduler::apply(const StepPlan& plan, std::span<con
       touched.push_back(r);
     }
     if (r->request.prompt_logprobs && !r->prompt_logprobs_sent && row.n_logits > 0) {
-      add_prompt_logprobs(*r, start + row.n_tokens - row.n_logits, row.n_logits, rows, vocab_size);
+      add_prompt_logprobs(*r, start + row.n_tokens - row.n_logits, row.n_logits, host_logits(row_first, row.n_logits),
+                          vocab_size);
     }
     if (!r->prompt_checkpointed && c.n_computed >= r->n_prompt()) {
       prefix_cache_->insert(r->request.prompt_token_ids, c.pages);  // prompt boundary
@@ -203,13 +214,18 @@ std::vector<RequestOutputs> Scheduler::apply(const StepPlan& plan, std::span<con
     const bool forking = !r->all_forked && c.n_computed == r->n_prompt();
     if (forking) fork_choices(*r, c);
     if (row.n_logits == 0 || c.n_computed != r->known(c)) continue;
-    auto last = rows.subspan(rows.size() - std::size_t(vocab_size));
+    const std::int32_t last = first - 1;
+    if (const std::int32_t slot = sampled_slot[std::size_t(last)]; slot >= 0 && !forking) {
+      record_token(*r, c, results.sampled[std::size_t(slot)]);  // drawn on the backend
+      continue;
+    }
+    const std::span<const float> logits = host_logits(last, 1);
     if (!forking) {
-      sample_choice(*r, c, last);
+      sample_choice(*r, c, logits);
       continue;
     }
     for (auto& other : r->choices) {  // the fork's first tokens all come from the prompt's logits
-      if (other.active() && other.n_computed == r->known(other)) sample_choice(*r, other, last);
+      if (other.active() && other.n_computed == r->known(other)) sample_choice(*r, other, logits);
     }
   }
   std::vector<RequestOutputs> out;

@@ -223,6 +223,9 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     std::uint64_t fixed = manifest.memory_cost().graph_and_scratch_bytes();
     for (const auto& view : manifest.tensors()) fixed += view.length_bytes();
     KvMemory memory = host_kv_memory(kHostHeadroomBytes);
+    // The device sampler's scratch for the largest batch, before the free memory the pool is
+    // sized from is measured (the package's scratch estimate does not count it).
+    backend->reserve_sampling(static_cast<std::int32_t>(concurrency), spec.vocab_size);
     if (gpu) {
       const GpuDeviceMemory now = gpu->memory();
       memory = {true, now.free_bytes, now.total_bytes,

@@ -172,6 +172,11 @@ class Backend {
   // semantics of sampling.h. The default downloads the logits and samples on the host; a device
   // backend samples where the logits are and returns the same tokens.
   virtual std::vector<SampledToken> sample(const Tensor& logits, std::span<const SampleRequest> requests);
+  // Sizes what sample() keeps between calls for batches of up to max_rows rows of vocab_size
+  // logits, so that no step allocates it later: a device backend calls it before the KV pool
+  // takes the free memory and before graphs are captured. The default samples on the host and
+  // keeps nothing.
+  virtual void reserve_sampling(std::int32_t /*max_rows*/, std::int32_t /*vocab_size*/) {}
 };
 
 }  // namespace flare::helios

@@ -147,12 +147,13 @@ std::vector<float> Model::forward(const helios::Step& step, helios::KvCache& cac
   return logits;
 }
 
-void Model::download_logits(std::int32_t n_rows, std::span<float> out) {
-  const std::size_t n = std::size_t(n_rows) * std::size_t(spec_.vocab_size);
-  if (n_rows < 0 || n_rows > scratch_->capacity_logits || out.size() != n) {
-    fail(ExitCode::failure, "internal: downloading {} logits rows into {} floats", n_rows, out.size());
+void Model::download_logits(std::int32_t first_row, std::int32_t n_rows, std::span<float> out) {
+  const std::size_t vocab = std::size_t(spec_.vocab_size), n = std::size_t(n_rows) * vocab;
+  if (first_row < 0 || n_rows < 0 || first_row + n_rows > scratch_->capacity_logits || out.size() != n) {
+    fail(ExitCode::failure, "internal: downloading logits rows {}..{} into {} floats", first_row, first_row + n_rows,
+         out.size());
   }
-  if (n > 0) backend_.download(*scratch_->logits, 0, out.data(), n * sizeof(float));
+  if (n > 0) backend_.download(*scratch_->logits, std::size_t(first_row) * vocab * sizeof(float), out.data(), n * sizeof(float));
 }
 
 Tensor Model::forward_logits(const helios::Step& step, helios::KvCache& cache) {

@@ -66,8 +66,9 @@ class Model {
   // size reuses the same device addresses (what a captured CUDA graph needs). Steps grow the
   // buffers on demand otherwise; growing makes the decode graphs recapture on their next use.
   void reserve(std::int32_t max_tokens, std::int32_t max_logit_rows, std::int32_t max_rows, std::int32_t max_blocks = 0);
-  // Copies the first n_rows rows of the last forward's logits to `out` (n_rows * vocab_size floats).
-  void download_logits(std::int32_t n_rows, std::span<float> out);
+  // Copies rows [first_row, first_row + n_rows) of the last forward's logits to `out`
+  // (n_rows * vocab_size floats).
+  void download_logits(std::int32_t first_row, std::int32_t n_rows, std::span<float> out);
 
   // Decode graphs (decode_graphs.cpp): the step of n_rows rows that each compute one token and
   // want its logits is captured once (Backend::capture) and replayed by forward_logits for every

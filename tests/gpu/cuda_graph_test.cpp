@@ -100,8 +100,10 @@ class CudaGraphs : public testing::TestWithParam<std::string> {
     std::vector<helios::PageCopy> copies_graph, copies_eager;
     const helios::Step step = graph_side_.step(ids, tokens, all_logits, copies_graph);
     const helios::Step eager_step = eager_side_.step(ids, tokens, all_logits, copies_eager);
-    std::vector<float> got(std::size_t(step.n_logit_rows()) * std::size_t(vocab()));
-    runner_->run(step, copies_graph, got);
+    StepResults results;
+    runner_->run(step, copies_graph, sampling_plan_host_only(step.n_logit_rows()), results);
+    const std::vector<float>& got = results.host_logits;
+    EXPECT_EQ(got.size(), std::size_t(step.n_logit_rows()) * std::size_t(vocab()));
     if (!copies_eager.empty()) eager_backend_->kv_copy_pages(eager_cache_, copies_eager);
     const std::int32_t bucket = helios::decode_bucket_for(eager_step, runner_->graph_buckets());
     std::vector<float> want = bucket > eager_step.n_rows()
@@ -117,7 +119,7 @@ class CudaGraphs : public testing::TestWithParam<std::string> {
     EXPECT_EQ(n_diff, 0u) << GetParam() << " " << what << ": " << n_diff << " logits differ, max abs " << max_abs;
     ++n_steps_;
     if (bucket > 0) ++n_graph_steps_;
-    return got;
+    return results.host_logits;
   }
 
   std::vector<std::vector<std::int32_t>> greedy_next(const std::vector<float>& logits, std::size_t n_rows) const {
@@ -209,6 +211,8 @@ TEST_P(CudaGraphs, DecodeStepTimeEagerAndGraph) {
     const helios::Step graph_step = graph_side_.step(ids, next, false, copies);
     const helios::Step eager_step = eager_side_.step(ids, next, false, copies);
     std::vector<float> logits(std::size_t(bucket) * std::size_t(vocab()));
+    const SamplingPlan every_row = sampling_plan_host_only(bucket);
+    StepResults results;
     const int n = 200;
     auto time_us = [&](auto&& run_once) {
       for (int i = 0; i < 10; ++i) run_once();
@@ -218,9 +222,9 @@ TEST_P(CudaGraphs, DecodeStepTimeEagerAndGraph) {
     };
     const double eager_us = time_us([&] {
       eager_->forward_logits(eager_step, eager_cache_);
-      eager_->download_logits(bucket, logits);
+      eager_->download_logits(0, bucket, logits);
     });
-    const double graph_us = time_us([&] { runner_->run(graph_step, {}, logits); });
+    const double graph_us = time_us([&] { runner_->run(graph_step, {}, every_row, results); });
     std::printf("[ timing   ] %-32s decode batch %d, %d layers: eager %.1f us/step, graph %.1f us/step (%.2fx)\n",
                 GetParam().c_str(), bucket, eager_->spec().n_layers, eager_us, graph_us, eager_us / graph_us);
     EXPECT_GT(eager_us, 0.0);

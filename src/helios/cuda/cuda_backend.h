@@ -92,6 +92,7 @@ class CudaBackend final : public Backend {
   void gather_logit_rows(const Tensor& x, Tensor out) override;
   // On the device (cuda_sampler.cpp); rows it cannot handle go to the host default.
   std::vector<SampledToken> sample(const Tensor& logits, std::span<const SampleRequest> requests) override;
+  void reserve_sampling(std::int32_t max_rows, std::int32_t vocab_size) override;
 
  private:
   using Defines = std::vector<std::pair<std::string, std::string>>;
@@ -145,7 +146,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<GemmRunner> gemm_;
   GemmTuning gemm_tuning_;
 
-  std::unique_ptr<SamplerScratch> sampler_;  // device sampling buffers, created by the first sample()
+  std::unique_ptr<SamplerScratch> sampler_;  // device sampling buffers: reserve_sampling() or the first sample()
 };
 
 }  // namespace flare::helios::cuda

@@ -112,6 +112,26 @@ bool sampler_reserve(std::unique_ptr<DeviceMemory>& memory, std::size_t size_byt
   return true;
 }
 
+// Everything sample() sizes by the batch, at its largest: per cell (row x vocabulary entry) 24
+// bytes (processed logits f32, marks int32, the (value, id) lists 2 x 2 int32), 233 MB at 64 rows
+// of Qwen's 152k vocabulary. Only the per-row parameters, histories and biases grow later (a few
+// KB). The memory plan must count it beside the logits [max rows, vocab] f32 themselves
+// (ignition's scratch estimate counts only those); flare run reserves it before it measures the
+// free memory it sizes the KV pool from, so the pool leaves room for it.
+void CudaBackend::reserve_sampling(std::int32_t max_rows, std::int32_t vocab_size) {
+  if (max_rows < 1 || vocab_size < 1) return;
+  if (!sampler_) sampler_ = std::make_unique<SamplerScratch>();
+  SamplerScratch& scratch = *sampler_;
+  const std::size_t n_rows = std::size_t(max_rows), cells = n_rows * std::size_t(vocab_size);
+  sampler_reserve(scratch.device_out, n_rows * sizeof(SampleRowResult));
+  sampler_reserve(scratch.processed, cells * sizeof(float));
+  if (sampler_reserve(scratch.marks, cells * sizeof(std::int32_t))) {
+    check(driver().memset_d8_async(scratch.marks->address(), 0, scratch.marks->size_bytes(), stream_.handle()),
+          "cuMemsetD8Async");
+  }
+  sampler_reserve(scratch.lists, cells * 2 * 2 * sizeof(std::int32_t));
+}
+
 std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, std::span<const SampleRequest> requests) {
   if (logits.dtype != DType::f32 || std::int64_t(requests.size()) != logits.rows) {
     fail(ExitCode::failure, "internal: sampling {} requests from {} {} logits rows", requests.size(), logits.rows,

@@ -44,8 +44,9 @@ class Runner : public StepRunner {
  public:
   explicit Runner(const EngineOptions& o) : model(o.n_pages, o.page_size_tokens, kVocab) {}
   std::int32_t vocab_size() const override { return kVocab; }
-  void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) override {
-    model.run(step, copies, logits);
+  void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
+           StepResults& out) override {
+    model.run(step, copies, plan, out);
   }
   testing::FakeModel model;
 };

@@ -36,9 +36,10 @@ TEST(ModelStepRunnerGraphs, CpuCapturesNoneAndStillRuns) {
   step.tokens = {5};
   step.rows = {{1, 0, 1, 0, 1}};
   step.block_tables = {15};  // the last page of the pool; the runner's scratch page (16) lies past it
-  std::vector<float> logits(std::size_t(runner->vocab_size()));
-  runner->run(step, {}, logits);
-  EXPECT_TRUE(std::isfinite(logits[0]));
+  StepResults results;
+  runner->run(step, {}, sampling_plan_host_only(step.n_logit_rows()), results);
+  ASSERT_EQ(results.host_logits.size(), std::size_t(runner->vocab_size()));
+  EXPECT_TRUE(std::isfinite(results.host_logits[0]));
 }
 
 // One model, two caches of n_pages + 1 pages and two pools of n_pages that allocate alike: the

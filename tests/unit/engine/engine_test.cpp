@@ -25,10 +25,11 @@ class FakeRunner : public StepRunner {
   FakeRunner(const EngineOptions& o, std::shared_ptr<std::atomic<bool>> fail = nullptr)
       : model(o.n_pages, o.page_size_tokens, kVocab), fail_(std::move(fail)) {}
   std::int32_t vocab_size() const override { return kVocab; }
-  void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) override {
+  void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
+           StepResults& out) override {
     if (fail_ && *fail_) throw std::runtime_error("device lost");
     std::this_thread::sleep_for(std::chrono::microseconds(200));
-    model.run(step, copies, logits);
+    model.run(step, copies, plan, out);
   }
   FakeModel model;
 

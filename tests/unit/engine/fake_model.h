@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampling_plan.h"
 #include "engine/scheduler.h"
 #include "helios/backend.h"
 #include "helios/sampling.h"
@@ -71,9 +72,35 @@ class FakeModel {
     ++n_runs;
   }
 
+  // The StepRunner contract over run(): samples the plan's rows as Backend::sample's host default
+  // does (helios::sample_token) and copies out only its host rows, counting both.
+  void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
+           StepResults& out) {
+    sampling_plan_validate(plan, step.n_logit_rows());
+    all_logits_.assign(std::size_t(step.n_logit_rows()) * std::size_t(vocab_), 0.0f);
+    run(step, copies, all_logits_);
+    out.sampled.clear();
+    for (std::size_t i = 0; i < plan.sampled_rows.size(); ++i) {
+      const helios::SampleRequest& request = plan.requests[i];
+      out.sampled.push_back(helios::sample_token(row(plan.sampled_rows[i]), *request.params, request.history,
+                                                 request.output_index));
+    }
+    out.host_logits.clear();
+    for (std::int32_t r : plan.host_rows) out.host_logits.insert(out.host_logits.end(), row(r).begin(), row(r).end());
+    n_logit_rows += step.n_logit_rows();
+    n_sampled_rows += std::int64_t(plan.sampled_rows.size());
+    n_host_rows += std::int64_t(plan.host_rows.size());
+  }
+
   std::int64_t n_runs = 0;
+  std::int64_t n_logit_rows = 0;    // over all runs
+  std::int64_t n_sampled_rows = 0;  // of them, sampled "on the backend"
+  std::int64_t n_host_rows = 0;     // of them, handed to the host
 
  private:
+  std::span<const float> row(std::int32_t r) const {
+    return std::span<const float>(all_logits_).subspan(std::size_t(r) * std::size_t(vocab_), std::size_t(vocab_));
+  }
   std::size_t slot(std::int32_t page, std::int32_t i) const { return std::size_t(page) * std::size_t(page_size_) + std::size_t(i); }
   std::vector<float> logits_from_hash(std::uint64_t h) const {
     std::vector<float> out(static_cast<std::size_t>(vocab_));
@@ -85,6 +112,7 @@ class FakeModel {
   std::int32_t page_size_;
   std::int32_t vocab_;
   std::vector<std::int32_t> kv_;  // [n_pages * page_size] token written at each slot
+  std::vector<float> all_logits_;  // [n_logit_rows, vocab] of the last planned run
 };
 
 // The tokens a choice must produce: sampling from the reference logits with the choice's seed.

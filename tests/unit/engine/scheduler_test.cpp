@@ -93,9 +93,10 @@ struct Harness {
     EXPECT_LE(scheduler.n_active_choices(), options.max_concurrency);
     for (const auto& row : plan.step.rows) EXPECT_LE(row.n_tokens, options.prefill_chunk_tokens);
     plans.push_back(plan);
-    std::vector<float> logits(std::size_t(plan.step.n_logit_rows()) * kVocab);
-    model.run(plan.step, plan.page_copies, logits);
-    record(scheduler.apply(plan, logits, kVocab));
+    const SamplingPlan sampling = scheduler.plan_sampling(plan, kVocab);
+    StepResults results;
+    model.run(plan.step, plan.page_copies, sampling, results);
+    record(scheduler.apply(plan, sampling, results, kVocab));
     return true;
   }
 
@@ -458,16 +459,18 @@ TEST(Scheduler, DISABLED_StepOverhead) {
       auto r = make_request(iota_prompt(100, i), 1000);
       scheduler.add(RequestHandle(i + 1), r, params_of(r, 1), 0.0);
     }
-    std::vector<float> logits;
+    StepResults results;
     double schedule_s = 0, apply_s = 0;
     std::int32_t n_steps = 0;
     for (int step = 0; step < 200; ++step) {
       const auto t0 = std::chrono::steady_clock::now();
       StepPlan plan = scheduler.schedule(double(step));
       const auto t1 = std::chrono::steady_clock::now();
+      // Every row to the host: this measures apply()'s own sampling.
+      std::vector<float>& logits = results.host_logits;
       logits.assign(std::size_t(plan.step.n_logit_rows()) * kVocab, 0.0f);
       for (std::size_t j = 0; j < logits.size(); j += kVocab) logits[j + (j / kVocab) % kVocab] = 1.0f;
-      scheduler.apply(plan, logits, kVocab);
+      scheduler.apply(plan, sampling_plan_host_only(plan.step.n_logit_rows()), results, kVocab);
       const auto t2 = std::chrono::steady_clock::now();
       if (step >= 50) {  // decode-only steady state
         schedule_s += std::chrono::duration<double>(t1 - t0).count();
