@@ -61,6 +61,14 @@ int decode_splits(std::int64_t n_ctas, int n_sms, std::int64_t max_keys) {
   return int(std::clamp<std::int64_t>(std::min(wanted, useful), 1, k_max_decode_splits));
 }
 
+// The decode kernel's copy ring (k_smem_bytes of attention_decode.cu; the kernel traps on less):
+// stages x units of 8 elements (2 x head_dim / 32 of K, 4 x head_dim / 64 of V) x 128 threads.
+unsigned attention_decode_smem_bytes(int head_dim, bool fp8) {
+  const int units = 2 * (head_dim / 32) + 4 * (head_dim / 64);
+  const int stages = fp8 ? 4 : 3;
+  return unsigned(stages * units * 128 * (fp8 ? 8 : 16));
+}
+
 }  // namespace
 
 void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) {
@@ -153,11 +161,16 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   const Defines defines = {{"HEAD_DIM", std::to_string(p.head_dim)},
                            {"GROUP", std::to_string(heads_per_cta)},
                            {"KV_FP8", kv_fp8_define(l)}};
-  launch(function("attention_decode", "flare_attention_decode", defines),
+  const CUfunction f = function("attention_decode", "flare_attention_decode", defines);
+  const unsigned smem = attention_decode_smem_bytes(p.head_dim, l.dtype == DType::f8_e4m3);
+  check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
+        "cuFuncSetAttribute");
+  launch(f,
          {.grid_x = unsigned(n_splits),
           .grid_y = unsigned(p.n_kv_heads * (group_size / heads_per_cta)),
           .grid_z = unsigned(n_rows),
-          .block_x = 128},
+          .block_x = 128,
+          .shared_bytes = smem},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &page_size, &n_kv,
           &n_heads, &scale_log2, &window, &n_splits, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr},
          "attention_decode");

@@ -62,6 +62,7 @@ LoadResult load_driver() {
   FLARE_CU_RESOLVE(module_unload, cuModuleUnload);
   FLARE_CU_RESOLVE(module_get_function, cuModuleGetFunction);
   FLARE_CU_RESOLVE(launch_kernel, cuLaunchKernel);
+  FLARE_CU_RESOLVE(func_set_attribute, cuFuncSetAttribute);
   FLARE_CU_RESOLVE(event_create, cuEventCreate);
   FLARE_CU_RESOLVE(event_destroy, cuEventDestroy);
   FLARE_CU_RESOLVE(event_record, cuEventRecord);

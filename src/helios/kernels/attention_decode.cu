@@ -59,14 +59,27 @@ constexpr int k_keys_per_cta_iter = k_keys_per_warp_iter * k_warps;
 constexpr int k_ksteps = HEAD_DIM / 16;                         // S = Q K^T k-steps
 constexpr int k_k_chunks = HEAD_DIM / 32;                       // 8-dim K chunks per thread per key
 constexpr int k_dim_ntiles = HEAD_DIM / 8;                      // O n-tiles; also dims per thread per V key
-// V dims per thread per key, in 16-byte loads: bf16 8 per load, fp8 16 per load (64: 8 bytes).
-constexpr int k_v_words = k_dim_ntiles * (KV_FP8 ? 1 : 2) / 4;  // 32-bit words per V key per thread
+constexpr int k_threads = 32 * k_warps;
 
 #if KV_FP8
 typedef unsigned char kv_t;
+typedef uint2 unit_t;  // 8 e4m3 values
 #else
 typedef __nv_bfloat16 kv_t;
+typedef uint4 unit_t;  // 8 bf16 values
 #endif
+
+// The copy pipeline: every thread copies (cp.async) the 8-element units it will itself read, into
+// its own column of a shared-memory ring of k_stages iterations, so no thread waits for another
+// and k_stages - 1 iterations of loads are in flight while one computes. Per iteration a thread
+// copies 2 x k_k_chunks K units (keys g and g + 8, dims [32p + 8t, +8)) and k_v_units per V key
+// (dims [g * k_dim_ntiles, +k_dim_ntiles) of four keys). The ring is dynamic shared memory of
+// k_smem_bytes, which the host sets (attention_decode_smem_bytes in cuda_attention.cpp).
+constexpr int k_v_units = HEAD_DIM / 64;
+constexpr int k_units = 2 * k_k_chunks + 4 * k_v_units;
+constexpr int k_stages = KV_FP8 ? 4 : 3;
+constexpr int k_smem_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t));
+constexpr int k_v_words = k_v_units * int(sizeof(unit_t)) / 4;  // 32-bit words per V key per thread
 
 __device__ __forceinline__ float flare_neg_inf() { return -__int_as_float(0x7f800000); }
 
@@ -121,16 +134,25 @@ __device__ __forceinline__ void flare_mma(float* d, const unsigned* a, unsigned 
 #endif
 }
 
-// One K chunk: dims [8c, 8c + 8) of one key as four operand words (dims 0-1, 2-3, 4-5, 6-7).
-__device__ __forceinline__ void flare_load_k_chunk(const kv_t* p, bool valid, unsigned* w) {
+__device__ __forceinline__ void flare_cp_async(unsigned dst, const kv_t* src, bool valid) {
 #if KV_FP8
-  const uint2 raw = valid ? *reinterpret_cast<const uint2*>(p) : make_uint2(0, 0);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
+#else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+#endif
+}
+__device__ __forceinline__ void flare_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void flare_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// One K unit (dims [8c, 8c + 8) of one key) as four operand words (dims 0-1, 2-3, 4-5, 6-7).
+__device__ __forceinline__ void flare_k_words(const unit_t& raw, unsigned* w) {
+#if KV_FP8
   w[0] = flare_e4m3x2_to_f16x2(raw.x);
   w[1] = flare_e4m3x2_to_f16x2(raw.x >> 16);
   w[2] = flare_e4m3x2_to_f16x2(raw.y);
   w[3] = flare_e4m3x2_to_f16x2(raw.y >> 16);
 #else
-  const uint4 raw = valid ? *reinterpret_cast<const uint4*>(p) : make_uint4(0, 0, 0, 0);
   w[0] = raw.x;
   w[1] = raw.y;
   w[2] = raw.z;
@@ -138,22 +160,17 @@ __device__ __forceinline__ void flare_load_k_chunk(const kv_t* p, bool valid, un
 #endif
 }
 
-// The thread's k_dim_ntiles consecutive V dims of one key, raw (bf16 pairs or fp8 quads).
-__device__ __forceinline__ void flare_load_v(const kv_t* p, bool valid, unsigned* w) {
-#pragma unroll
-  for (int i = 0; i < k_v_words; i += 4) {
-    if (k_v_words - i >= 4) {
-      const uint4 raw = valid ? *reinterpret_cast<const uint4*>(p + i * (KV_FP8 ? 4 : 2)) : make_uint4(0, 0, 0, 0);
-      w[i] = raw.x;
-      w[i + 1] = raw.y;
-      w[i + 2] = raw.z;
-      w[i + 3] = raw.w;
-    } else {  // fp8, HEAD_DIM 64: 8 bytes
-      const uint2 raw = valid ? *reinterpret_cast<const uint2*>(p) : make_uint2(0, 0);
-      w[i] = raw.x;
-      w[i + 1] = raw.y;
-    }
-  }
+// One V unit, raw (bf16 pairs or fp8 quads), into words [0, sizeof(unit_t) / 4).
+__device__ __forceinline__ void flare_v_words(const unit_t& raw, unsigned* w) {
+#if KV_FP8
+  w[0] = raw.x;
+  w[1] = raw.y;
+#else
+  w[0] = raw.x;
+  w[1] = raw.y;
+  w[2] = raw.z;
+  w[3] = raw.w;
+#endif
 }
 
 // The B-operand word of dim j (0..k_dim_ntiles-1) for keys a (low half) and b (high half).
@@ -175,11 +192,18 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
                        int n_heads, float scale_log2, int sliding_window, int n_splits,
                        const int* __restrict__ positions, const int* __restrict__ row_first_block,
                        const int* __restrict__ block_tables, int* __restrict__ counters) {
-  // Per warp: acc [GROUP][HEAD_DIM + 4] in fragment order (n-tile j, column c at j * 8 + c; the
-  // padding spreads a store's rows over banks), then m and l per head.
+  // The copy ring; after the key loop it holds, per warp, acc [GROUP][HEAD_DIM + 4] in fragment
+  // order (n-tile j, column c at j * 8 + c; the padding spreads a store's rows over banks).
+  extern __shared__ __align__(16) unsigned char s_ring[];
   constexpr int k_acc_stride = HEAD_DIM + 4;
-  __shared__ float s_acc[k_warps][GROUP][k_acc_stride];
+  static_assert(k_warps * GROUP * k_acc_stride * 4 <= k_smem_bytes, "warp accumulators fit the ring");
+  float(*s_acc)[GROUP][k_acc_stride] = reinterpret_cast<float(*)[GROUP][k_acc_stride]>(s_ring);
   __shared__ float s_m[k_warps][GROUP], s_l[k_warps][GROUP];
+  if (threadIdx.x == 0) {  // a host that sized the ring differently fails the launch, not the math
+    unsigned dynamic_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
+    if (dynamic_bytes < unsigned(k_smem_bytes)) __trap();
+  }
 
   const int split = blockIdx.x, row = blockIdx.z;
   const int group_size = n_heads / n_kv_heads;
@@ -230,23 +254,55 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     return head_base + (long long)blocks[key / page_size] * page_elems + (long long)(key % page_size) * slot_elems;
   };
 
-  for (int base = begin + warp * k_keys_per_warp_iter; base < end; base += k_keys_per_cta_iter) {
-    // Issue every load of the iteration first: K of keys base + g and base + 8 + g, V of the four keys.
-    unsigned kw[2][k_k_chunks][4];
+  // Iteration i of this warp covers keys [first_base + 64 i, +16).
+  const int first_base = begin + warp * k_keys_per_warp_iter;
+  const int n_iters = first_base < end ? (end - first_base + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter : 0;
+  const unsigned ring = unsigned(__cvta_generic_to_shared(s_ring)) + threadIdx.x * unsigned(sizeof(unit_t));
+  const auto unit_address = [&](int stage, int unit) {
+    return ring + unsigned((stage * k_units + unit) * k_threads) * unsigned(sizeof(unit_t));
+  };
+  const auto issue = [&](int i) {
+    const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
       const int key = base + 8 * n + g;
       const bool valid = key < end;
       const kv_t* kp = valid ? key_address(key) : head_base;
 #pragma unroll
-      for (int p = 0; p < k_k_chunks; ++p) flare_load_k_chunk(kp + p * 32 + t * 8, valid, kw[n][p]);
+      for (int p = 0; p < k_k_chunks; ++p) flare_cp_async(unit_address(stage, n * k_k_chunks + p), kp + p * 32 + t * 8, valid);
     }
-    unsigned vw[4][k_v_words];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int key = base + 2 * t + (i % 2) + 8 * (i / 2);
+    for (int v = 0; v < 4; ++v) {
+      const int key = base + 2 * t + (v % 2) + 8 * (v / 2);
       const bool valid = key < end;
-      flare_load_v((valid ? key_address(key) : head_base) + half_elems + g * k_dim_ntiles, valid, vw[i]);
+      const kv_t* vp = (valid ? key_address(key) : head_base) + half_elems + g * k_dim_ntiles;
+#pragma unroll
+      for (int c = 0; c < k_v_units; ++c) {
+        flare_cp_async(unit_address(stage, 2 * k_k_chunks + v * k_v_units + c), vp + c * 8, valid);
+      }
+    }
+  };
+  const auto unit = [&](int stage, int u) {
+    return *reinterpret_cast<const unit_t*>(s_ring + (stage * k_units + u) * k_threads * sizeof(unit_t) +
+                                            threadIdx.x * sizeof(unit_t));
+  };
+
+#pragma unroll
+  for (int i = 0; i < k_stages - 1; ++i) {
+    if (i < n_iters) issue(i);
+    flare_cp_async_commit();  // possibly empty: group i is always iteration i
+  }
+#pragma unroll 1
+  for (int i = 0; i < n_iters; ++i) {
+    if (i + k_stages - 1 < n_iters) issue(i + k_stages - 1);
+    flare_cp_async_commit();
+    flare_cp_async_wait<k_stages - 1>();  // iteration i's units are in (this thread's own copies)
+    const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
+    unsigned kw[2][k_k_chunks][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int p = 0; p < k_k_chunks; ++p) flare_k_words(unit(stage, n * k_k_chunks + p), kw[n][p]);
     }
 
     // S = Q K^T: two 8-key n-tiles.
@@ -306,11 +362,20 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     }
 
     // O += P V: dim n-tile j, column g is dim g * k_dim_ntiles + j; rows 2t, 2t+1 | 2t+8, 2t+9.
+    unsigned vw[4][k_v_words];
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+#pragma unroll
+      for (int c = 0; c < k_v_units; ++c) flare_v_words(unit(stage, 2 * k_k_chunks + v * k_v_units + c), vw[v] + c * (k_v_words / k_v_units));
+    }
 #pragma unroll
     for (int j = 0; j < k_dim_ntiles; ++j) {
       flare_mma(o[j], pa, flare_v_pair(vw[0], vw[1], j), flare_v_pair(vw[2], vw[3], j));
     }
   }
+
+  flare_cp_async_wait<0>();  // only empty groups remain; the ring becomes the warps' accumulators
+  __syncthreads();
 
   // The thread's l covers its own columns: sum over the quad. Then merge the warps.
 #pragma unroll
