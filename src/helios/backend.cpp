@@ -1,7 +1,12 @@
-// Backend-independent pieces of the interface: tensor views and KV cache sizing.
+// Backend-independent pieces of the interface: tensor views, host sampling and KV caches (whole,
+// or reserved and grown through the backend's commit primitives).
 #include "helios/backend.h"
 
+#include <algorithm>
+
 #include "common/error.h"
+#include "common/sizes.h"
+#include "helios/kv_backing.h"
 
 namespace flare::helios {
 namespace {
@@ -17,6 +22,15 @@ class HostView final : public Buffer {
   void* data_;
   std::size_t size_;
 };
+
+void kv_layout_validate(const KvCacheLayout& layout) {
+  if (layout.n_pages < 1 || layout.page_size_tokens < 1 || layout.n_layers < 1) {
+    fail_usage("KV cache needs at least one page, one token per page and one layer");
+  }
+  if (layout.dtype != DType::bf16 && layout.dtype != DType::f8_e4m3 && layout.dtype != DType::f32) {
+    fail_usage("KV cache dtype {} is not supported (bf16, f8_e4m3, f32)", dtype_name(layout.dtype));
+  }
+}
 
 }  // namespace
 
@@ -74,16 +88,64 @@ void Backend::replay(const StepGraph&) {
 }
 
 KvCache Backend::allocate_kv_cache(const KvCacheLayout& layout) {
-  if (layout.n_pages < 1 || layout.page_size_tokens < 1 || layout.n_layers < 1) {
-    fail_usage("KV cache needs at least one page, one token per page and one layer");
-  }
-  if (layout.dtype != DType::bf16 && layout.dtype != DType::f8_e4m3 && layout.dtype != DType::f32) {
-    fail_usage("KV cache dtype {} is not supported (bf16, f8_e4m3, f32)", dtype_name(layout.dtype));
-  }
+  kv_layout_validate(layout);
   KvCache cache;
   cache.layout = layout;
   cache.storage = allocate(layout.size_bytes());
+  cache.n_growable_pages = layout.n_pages;
+  cache.backed_pages = layout.n_pages;
   return cache;
+}
+
+KvCache Backend::reserve_kv_cache(const KvCacheLayout& layout, std::int32_t n_growable_pages) {
+  kv_layout_validate(layout);
+  if (n_growable_pages < 0 || n_growable_pages > layout.n_pages) {
+    fail(ExitCode::failure, "internal: {} growable pages of a KV cache of {}", n_growable_pages, layout.n_pages);
+  }
+  const std::size_t granule_bytes = commit_granularity_bytes();
+  if (granule_bytes == 0) return allocate_kv_cache(layout);
+  KvCache cache;
+  cache.layout = layout;
+  cache.n_growable_pages = n_growable_pages;
+  cache.granule_bytes = granule_bytes;
+  const KvGranules granules(layout, n_growable_pages, cache.granule_bytes);
+  cache.storage = reserve_address_space(granules.reservation_bytes());
+  const KvBackingState tail{0, n_growable_pages < layout.n_pages};
+  if (!kv_commit(*cache.storage, granules, {}, tail)) {
+    fail(ExitCode::capacity, "the device has no memory for the {} KV pages kept from the start ({})",
+         layout.n_pages - n_growable_pages, format_bytes(granules.committed_bytes(tail)));
+  }
+  cache.backed_pages = granules.pages_backed(tail);
+  return cache;
+}
+
+std::int32_t Backend::kv_grow(KvCache& cache, std::int32_t n_pages_wanted) {
+  n_pages_wanted = std::min(n_pages_wanted, cache.n_growable_pages);
+  if (n_pages_wanted <= cache.backed_pages || cache.granule_bytes == 0) return cache.backed_pages;
+  const KvGranules granules(cache.layout, cache.n_growable_pages, cache.granule_bytes);
+  const std::int32_t chunk = granules.chunk_pages(k_kv_chunk_bytes);
+  const auto whole_chunks = std::int32_t(
+      std::min<std::int64_t>((std::int64_t(n_pages_wanted) + chunk - 1) / chunk * chunk, cache.n_growable_pages));
+  const bool tail = cache.n_growable_pages < cache.layout.n_pages;
+  const KvBackingState now{cache.backed_pages, tail};
+  // A whole chunk; when the device cannot hold one, just the pages wanted.
+  std::int32_t target = whole_chunks;
+  if (!kv_commit(*cache.storage, granules, now, {target, tail})) {
+    target = n_pages_wanted;
+    if (target == whole_chunks || !kv_commit(*cache.storage, granules, now, {target, tail})) return cache.backed_pages;
+  }
+  cache.backed_pages = granules.pages_backed({target, tail});
+  return cache.backed_pages;
+}
+
+bool Backend::kv_commit(Buffer& storage, const KvGranules& granules, KvBackingState from, KvBackingState to) {
+  const std::vector<ByteRange> runs = granules.runs_between(from, to);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (commit(storage, runs[i].offset_bytes, runs[i].size_bytes)) continue;
+    while (i-- > 0) decommit(storage, runs[i].offset_bytes, runs[i].size_bytes);  // all or nothing
+    return false;
+  }
+  return true;
 }
 
 }  // namespace flare::helios

@@ -63,10 +63,20 @@ struct KvCacheLayout {
   std::size_t size_bytes() const { return page_bytes() * std::size_t(n_pages) * std::size_t(n_layers); }
 };
 
+// A KV cache: address space for every page of its layout, at a base that never moves (kernels and
+// captured graphs hold it). Memory behind the pages may come on demand (reserve_kv_cache, kv_grow):
+// only backed pages may be read or written, i.e. pages [0, backed_pages) of every layer and every
+// page from n_growable_pages on (kept backed from the start, e.g. the engine's scratch page).
 struct KvCache {
   KvCacheLayout layout;
-  std::unique_ptr<Buffer> storage;
+  std::unique_ptr<Buffer> storage;     // at least layout.size_bytes() of address space
+  std::int32_t n_growable_pages = 0;   // pages [0, n) get memory on demand
+  std::int32_t backed_pages = 0;       // of those, [0, backed_pages) have it
+  std::size_t granule_bytes = 0;       // the unit memory is committed in; 0: one allocation, all backed
 };
+
+class KvGranules;        // kv_backing.h
+struct KvBackingState;
 
 struct PageCopy {
   std::int32_t src_page = 0;
@@ -119,8 +129,22 @@ class Backend {
   virtual void upload(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) = 0;
   virtual void download(const Buffer& src, std::size_t offset_bytes, void* dst, std::size_t size_bytes) = 0;
   virtual void synchronize() = 0;
-  KvCache allocate_kv_cache(const KvCacheLayout& layout);
   virtual void kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies) = 0;
+
+  // KV caches (backend.cpp). allocate_kv_cache backs every page at once, in one allocation
+  // (preparation, benchmarks, tests).
+  KvCache allocate_kv_cache(const KvCacheLayout& layout);
+  // Reserves address space for every page of `layout` and backs only the pages from n_growable_pages
+  // on; kv_grow backs pages [0, n_growable_pages) as they are wanted, so the pool can grow to
+  // whatever memory is free later. A capacity error (flare::Error) when even the address space or
+  // those first pages cannot be had.
+  KvCache reserve_kv_cache(const KvCacheLayout& layout, std::int32_t n_growable_pages);
+  // Backs growable pages until at least n_pages_wanted of them are, in chunks of whole allocation
+  // granules (at least k_kv_chunk_bytes, at most n_growable_pages); returns cache.backed_pages.
+  // When the device has no memory for them it returns fewer than wanted, with nothing half-backed
+  // and nothing thrown: the caller treats that as a full pool. Backed pages keep their memory
+  // until the cache is destroyed.
+  std::int32_t kv_grow(KvCache& cache, std::int32_t n_pages_wanted);
 
   // Uploads the step descriptor (validated against `cache`); the operations below read it.
   virtual void begin_step(const Step& step, const KvCache& cache) = 0;
@@ -177,6 +201,26 @@ class Backend {
   // takes the free memory and before graphs are captured. The default samples on the host and
   // keeps nothing.
   virtual void reserve_sampling(std::int32_t /*max_rows*/, std::int32_t /*vocab_size*/) {}
+
+ protected:
+  // What reserve_kv_cache and kv_grow are built on: address space that commit() puts memory behind,
+  // a granule at a time. A granularity of 0 (the default, the CPU) means no such thing: a reserved
+  // KV cache is one allocation, every page backed at once.
+  virtual std::unique_ptr<Buffer> reserve_address_space(std::size_t size_bytes) { return allocate(size_bytes); }
+  virtual std::size_t commit_granularity_bytes() const { return 0; }
+  // Puts memory behind [offset, offset + size) of a reserve_address_space buffer (whole granules,
+  // none committed yet); false, with nothing committed, when there is no memory for them.
+  virtual bool commit(Buffer& /*reserved*/, std::size_t /*offset_bytes*/, std::size_t /*size_bytes*/) { return true; }
+  // Takes back the memory of a range exactly as one commit() call committed it.
+  virtual void decommit(Buffer& /*reserved*/, std::size_t /*offset_bytes*/, std::size_t /*size_bytes*/) {}
+
+ private:
+  // Commits what `to` backs beyond `from`; on a refusal takes back what it committed and says false.
+  bool kv_commit(Buffer& storage, const KvGranules& granules, KvBackingState from, KvBackingState to);
 };
+
+// Memory comes to a KV cache at least this much at a time: each growth costs a few driver calls per
+// layer, which must not become a per-token cost.
+inline constexpr std::size_t k_kv_chunk_bytes = std::size_t(64) << 20;
 
 }  // namespace flare::helios

@@ -1,6 +1,7 @@
 // Page pool and block tables (see page_pool.h).
 #include "helios/page_pool.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/error.h"
@@ -11,7 +12,33 @@ PagePool::PagePool(std::int32_t n_pages) {
   if (n_pages < 1) fail_usage("page pool needs at least one page, got {}", n_pages);
   ref_counts_.assign(std::size_t(n_pages), 0);
   free_.reserve(std::size_t(n_pages));
-  for (std::int32_t page = n_pages - 1; page >= 0; --page) free_.push_back(page);
+  add_free(0, n_pages);
+}
+
+void PagePool::add_free(std::int32_t begin, std::int32_t end) {
+  for (std::int32_t page = end - 1; page >= begin; --page) free_.push_back(page);  // lowest on top
+  n_backed_ = end;
+}
+
+void PagePool::set_backing(std::int32_t n_backed, GrowHook grow) {
+  if (n_used() != 0) fail(ExitCode::failure, "internal: page pool backing changed with {} pages in use", n_used());
+  if (n_backed < 0 || n_backed > n_pages()) {
+    fail(ExitCode::failure, "internal: {} backed pages in a pool of {}", n_backed, n_pages());
+  }
+  free_.clear();
+  add_free(0, n_backed);
+  grow_ = std::move(grow);
+  growth_refused_ = false;
+}
+
+bool PagePool::make_free(std::int32_t n) {
+  if (n <= n_free()) return true;
+  if (!can_grow()) return false;
+  const std::int32_t wanted = std::min(n_pages(), n_backed_ + (n - n_free()));
+  const std::int32_t backed = std::clamp(grow_(wanted), n_backed_, n_pages());
+  if (backed < wanted) growth_refused_ = true;
+  add_free(n_backed_, backed);
+  return n <= n_free();
 }
 
 void PagePool::check(std::int32_t page) const {
@@ -25,7 +52,7 @@ std::int32_t PagePool::ref_count(std::int32_t page) const {
 }
 
 std::int32_t PagePool::allocate() {
-  if (free_.empty()) return -1;
+  if (!make_free(1)) return -1;
   const std::int32_t page = free_.back();
   free_.pop_back();
   ref_counts_[std::size_t(page)] = 1;
@@ -73,7 +100,7 @@ bool SequencePages::append(std::int32_t n, std::vector<PageCopy>& copies) {
   const std::int64_t n_pages_after = (n_after + page_size_ - 1) / page_size_;
   const std::int64_t n_new = n_pages_after - std::int64_t(pages_.size());
   const bool partial_shared = n_tokens_ % page_size_ != 0 && pool_->ref_count(pages_.back()) > 1;
-  if (n_new + (partial_shared ? 1 : 0) > pool_->n_free()) return false;
+  if (!pool_->make_free(std::int32_t(n_new) + (partial_shared ? 1 : 0))) return false;
   if (partial_shared) {  // copy-on-write: this sequence writes into its last page
     const std::int32_t copy = pool_->allocate();
     copies.push_back({pages_.back(), copy});

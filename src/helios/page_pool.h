@@ -3,10 +3,17 @@
 // and give pages back when freed. The pages' bytes live in a KvCache (backend.h); when a forked
 // sequence appends into a page it shares, append() allocates a private copy and reports the
 // PageCopy the caller must run (Backend::kv_copy_pages) before the next step.
+//
+// The pool may start with only some of its pages backed by memory (a KV cache reserved and grown on
+// demand, Backend::kv_grow): it hands out pages of the backed range [0, n_backed) only, and when
+// none of those is free it asks its grow hook for more. A hook that comes back short (the device
+// has no more memory) leaves the pool as full as a pool of n_backed pages; it is not asked again,
+// since every later ask would cost driver calls that fail the same way.
 // Owned by the engine thread of one device; not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "helios/backend.h"
@@ -15,21 +22,37 @@ namespace flare::helios {
 
 class PagePool {
  public:
-  explicit PagePool(std::int32_t n_pages);
+  // Backs more pages: given how many pages should be backed, returns how many are now (the
+  // current count or more; fewer than asked when the memory ran out). Called on the pool's thread.
+  using GrowHook = std::function<std::int32_t(std::int32_t n_pages_wanted)>;
 
-  std::int32_t n_pages() const { return std::int32_t(ref_counts_.size()); }
-  std::int32_t n_free() const { return std::int32_t(free_.size()); }
-  std::int32_t n_used() const { return n_pages() - n_free(); }
+  explicit PagePool(std::int32_t n_pages);  // every page backed
+  // Only pages [0, n_backed) are backed; `grow` backs more. Call before any page is allocated.
+  void set_backing(std::int32_t n_backed, GrowHook grow);
+
+  std::int32_t n_pages() const { return std::int32_t(ref_counts_.size()); }  // the pool's capacity
+  std::int32_t n_backed() const { return n_backed_; }
+  std::int32_t n_free() const { return std::int32_t(free_.size()); }  // backed and free
+  std::int32_t n_used() const { return n_backed_ - n_free(); }
+  // Free pages plus those that may still be backed: what the pool can hand out, growth permitting.
+  std::int32_t n_available() const { return n_free() + (can_grow() ? n_pages() - n_backed_ : 0); }
+  bool can_grow() const { return n_backed_ < n_pages() && grow_ && !growth_refused_; }
   std::int32_t ref_count(std::int32_t page) const;
 
-  std::int32_t allocate();             // a page with one reference, or -1 when none is free
+  // Grows the backed range, as far as the hook allows, until n pages are free; true when they are.
+  bool make_free(std::int32_t n);
+  std::int32_t allocate();             // a page with one reference, or -1 when none is free or can be backed
   void retain(std::int32_t page);      // one more reference
   void release(std::int32_t page);     // one reference less; the page is free again at zero
 
  private:
   void check(std::int32_t page) const;
+  void add_free(std::int32_t begin, std::int32_t end);  // newly backed pages [begin, end)
   std::vector<std::int32_t> ref_counts_;
   std::vector<std::int32_t> free_;  // a stack: the most recently freed page is reused first
+  std::int32_t n_backed_ = 0;
+  GrowHook grow_;
+  bool growth_refused_ = false;  // the hook came back short once
 };
 
 class SequencePages {

@@ -42,6 +42,36 @@ CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {}
 
 std::unique_ptr<Buffer> CpuBackend::allocate(std::size_t size_bytes) { return std::make_unique<HostBuffer>(size_bytes); }
 
+void CpuBackend::emulate_kv_commits(std::size_t granule_bytes, std::size_t limit_bytes) {
+  if (granule_bytes == 0) fail(ExitCode::failure, "internal: emulated commits in granules of 0 bytes");
+  emulate_commits_ = true;
+  granule_bytes_ = granule_bytes;
+  commit_limit_bytes_ = limit_bytes;
+}
+
+std::unique_ptr<Buffer> CpuBackend::reserve_address_space(std::size_t size_bytes) {
+  auto buffer = allocate(size_bytes);
+  if (emulate_commits_) std::memset(buffer->data(), 0xff, size_bytes);
+  return buffer;
+}
+
+bool CpuBackend::commit(Buffer& reserved, std::size_t offset, std::size_t size) {
+  if (!emulate_commits_) return true;
+  if (offset % granule_bytes_ != 0 || size % granule_bytes_ != 0 || offset + size > reserved.size_bytes()) {
+    fail(ExitCode::failure, "internal: commit of [{}, +{}) in granules of {}", offset, size, granule_bytes_);
+  }
+  if (commit_limit_bytes_ > 0 && committed_bytes_ + size > commit_limit_bytes_) return false;
+  std::memset(static_cast<char*>(reserved.data()) + offset, 0, size);
+  committed_bytes_ += size;
+  return true;
+}
+
+void CpuBackend::decommit(Buffer& reserved, std::size_t offset, std::size_t size) {
+  if (!emulate_commits_) return;
+  std::memset(static_cast<char*>(reserved.data()) + offset, 0xff, size);
+  committed_bytes_ -= size;
+}
+
 void CpuBackend::upload(Buffer& dst, std::size_t offset, const void* src, std::size_t size) {
   if (offset > dst.size_bytes() || size > dst.size_bytes() - offset) fail(ExitCode::failure, "internal: upload out of bounds");
   std::memcpy(static_cast<char*>(dst.data()) + offset, src, size);

@@ -32,6 +32,11 @@ class CpuBackend final : public Backend {
   void download(const Buffer& src, std::size_t offset_bytes, void* dst, std::size_t size_bytes) override;
   void synchronize() override {}
   void kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies) override;
+  // Tests: KV caches reserved from now on commit memory as a device does, in granules of
+  // `granule_bytes`, and refuse commits past `limit_bytes` in all (0: no limit). Bytes never
+  // committed hold 0xff (NaN in every KV dtype), so a kernel that reads an unbacked page shows.
+  void emulate_kv_commits(std::size_t granule_bytes, std::size_t limit_bytes);
+  std::size_t emulated_committed_bytes() const { return committed_bytes_; }
 
   void begin_step(const Step& step, const KvCache& cache) override;
   void embedding(const Tensor& table, Tensor out) override;
@@ -47,6 +52,15 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool pool_;
   StepContext ctx_;
+
+  std::unique_ptr<Buffer> reserve_address_space(std::size_t size_bytes) override;
+  std::size_t commit_granularity_bytes() const override { return granule_bytes_; }
+  bool commit(Buffer& reserved, std::size_t offset_bytes, std::size_t size_bytes) override;
+  void decommit(Buffer& reserved, std::size_t offset_bytes, std::size_t size_bytes) override;
+  bool emulate_commits_ = false;
+  std::size_t granule_bytes_ = 0;  // 0: KV caches are one allocation
+  std::size_t commit_limit_bytes_ = 0;
+  std::size_t committed_bytes_ = 0;  // by every emulated commit
 };
 
 // Paged attention and KV stores (cpu/attention.cpp).

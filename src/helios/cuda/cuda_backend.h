@@ -73,6 +73,8 @@ class CudaBackend final : public Backend {
   void download(const Buffer& src, std::size_t offset_bytes, void* dst, std::size_t size_bytes) override;
   void synchronize() override;
   void kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies) override;
+  // Tests: a KV cache's memory stops growing at this many bytes, as if the device were full (0: no cap).
+  void set_kv_commit_limit_bytes(std::size_t limit_bytes) { kv_commit_limit_bytes_ = limit_bytes; }
 
   void begin_step(const Step& step, const KvCache& cache) override;
   void reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) override;
@@ -147,6 +149,14 @@ class CudaBackend final : public Backend {
   GemmTuning gemm_tuning_;
 
   std::unique_ptr<SamplerScratch> sampler_;  // device sampling buffers: reserve_sampling() or the first sample()
+
+  // KV caches in a VMM reservation backed on demand (cuda_backend_kv.cpp); a device without VMM
+  // gets one allocation, all committed at once.
+  std::unique_ptr<Buffer> reserve_address_space(std::size_t size_bytes) override;
+  std::size_t commit_granularity_bytes() const override;
+  bool commit(Buffer& reserved, std::size_t offset_bytes, std::size_t size_bytes) override;
+  void decommit(Buffer& reserved, std::size_t offset_bytes, std::size_t size_bytes) override;
+  std::size_t kv_commit_limit_bytes_ = 0;
 };
 
 }  // namespace flare::helios::cuda

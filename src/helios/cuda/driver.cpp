@@ -78,6 +78,15 @@ LoadResult load_driver() {
   FLARE_CU_RESOLVE(graph_destroy, cuGraphDestroy);
   FLARE_CU_RESOLVE(mem_host_alloc, cuMemHostAlloc);
   FLARE_CU_RESOLVE(mem_free_host, cuMemFreeHost);
+  FLARE_CU_RESOLVE(mem_address_reserve, cuMemAddressReserve);
+  FLARE_CU_RESOLVE(mem_address_free, cuMemAddressFree);
+  FLARE_CU_RESOLVE(mem_create, cuMemCreate);
+  FLARE_CU_RESOLVE(mem_release, cuMemRelease);
+  FLARE_CU_RESOLVE(mem_map, cuMemMap);
+  FLARE_CU_RESOLVE(mem_unmap, cuMemUnmap);
+  FLARE_CU_RESOLVE(mem_set_access, cuMemSetAccess);
+  FLARE_CU_RESOLVE(mem_get_allocation_granularity, cuMemGetAllocationGranularity);
+  FLARE_CU_RESOLVE(ctx_synchronize, cuCtxSynchronize);
   FLARE_CU_RESOLVE(get_error_name, cuGetErrorName);
   FLARE_CU_RESOLVE(get_error_string, cuGetErrorString);
 #undef FLARE_CU_RESOLVE

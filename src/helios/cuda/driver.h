@@ -61,6 +61,16 @@ struct Driver {
   decltype(&::cuGraphDestroy) graph_destroy = nullptr;
   decltype(&::cuMemHostAlloc) mem_host_alloc = nullptr;
   decltype(&::cuMemFreeHost) mem_free_host = nullptr;
+  // Virtual memory management: the KV cache's reservation, backed on demand (vmm_reservation.h).
+  decltype(&::cuMemAddressReserve) mem_address_reserve = nullptr;
+  decltype(&::cuMemAddressFree) mem_address_free = nullptr;
+  decltype(&::cuMemCreate) mem_create = nullptr;
+  decltype(&::cuMemRelease) mem_release = nullptr;
+  decltype(&::cuMemMap) mem_map = nullptr;
+  decltype(&::cuMemUnmap) mem_unmap = nullptr;
+  decltype(&::cuMemSetAccess) mem_set_access = nullptr;
+  decltype(&::cuMemGetAllocationGranularity) mem_get_allocation_granularity = nullptr;
+  decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
   decltype(&::cuGetErrorName) get_error_name = nullptr;
   decltype(&::cuGetErrorString) get_error_string = nullptr;
 
@@ -103,6 +113,7 @@ class Context {
 
   void make_current() const;  // binds the context to the calling thread
   const DeviceInfo& device() const { return info_; }
+  CUdevice device_handle() const { return device_; }
   CUcontext handle() const { return ctx_; }
 
  private:
