@@ -1,6 +1,7 @@
 // LocalEngine: the engine thread's loop, the inbox and the stats snapshot (see engine.h).
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <utility>
@@ -23,6 +24,11 @@ std::uint64_t request_seed(std::uint64_t engine_seed, RequestHandle handle) {
 LocalEngine::LocalEngine(const EngineOptions& options, std::unique_ptr<StepRunner> runner)
     : options_(options), runner_(std::move(runner)), scheduler_(options), start_(std::chrono::steady_clock::now()) {
   if (!runner_) fail(ExitCode::failure, "internal: engine without a step runner");
+  const std::int32_t n_backed = std::min(options.n_pages, runner_->kv_backed_pages());
+  if (n_backed < options.n_pages) {
+    // Pages get memory as the pool needs them; schedule() asks, on the engine thread.
+    scheduler_.set_kv_backing(n_backed, [runner = runner_.get()](std::int32_t n) { return runner->kv_grow(n); });
+  }
   publish_stats();
   thread_ = std::thread([this] { loop(); });
 }
@@ -121,6 +127,7 @@ void LocalEngine::loop() {
       deliver(c.choice_index < 0 ? scheduler_.cancel(c.handle) : scheduler_.cancel_choice(c.handle, c.choice_index));
     }
     const StepPlan plan = scheduler_.schedule(now_ms());
+    deliver(scheduler_.take_capacity_failures());
     if (!plan.empty()) run_step(plan);
     publish_stats();
     if (plan.empty() && scheduler_.has_work()) {  // nothing fits this instant: do not spin
@@ -168,7 +175,8 @@ void LocalEngine::publish_stats() {
   stats_.n_running = scheduler_.n_running();
   stats_.n_waiting = scheduler_.n_waiting();
   stats_.n_kv_pages_used = scheduler_.pool().n_used();
-  stats_.n_kv_pages_free = scheduler_.pool().n_free();
+  stats_.n_kv_pages_free = scheduler_.pool().n_available();
+  stats_.n_kv_pages_backed = scheduler_.pool().n_backed();
   stats_.n_prefix_queried_tokens = scheduler_.counters().n_prefix_queried_tokens;
   stats_.n_prefix_hit_tokens = scheduler_.counters().n_prefix_hit_tokens;
   counters_ = scheduler_.counters();

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -34,6 +35,11 @@ class StepRunner {
   virtual std::int32_t vocab_size() const = 0;
   // Called once on the engine thread before its first step (a GPU runner binds its context).
   virtual void bind_thread() {}
+  // KV pages backed by memory now. A runner whose KV cache is reserved and backed on demand grows
+  // it in kv_grow (on the engine thread) and returns the pages backed then: fewer than wanted when
+  // the device has no more memory. The defaults: every page backed from the start.
+  virtual std::int32_t kv_backed_pages() const { return std::numeric_limits<std::int32_t>::max(); }
+  virtual std::int32_t kv_grow(std::int32_t n_pages_wanted) { return n_pages_wanted; }
   // Runs `copies` (copy-on-write of shared KV pages) and then the step, whose logits are those of
   // the rows' requested positions, [step.n_logit_rows(), vocab_size] f32. Of these, samples
   // plan.sampled_rows with plan.requests into out.sampled (the semantics of helios::sample_token,

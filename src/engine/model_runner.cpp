@@ -2,6 +2,7 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "common/error.h"
 #include "helios/decode_padding.h"
@@ -20,7 +21,19 @@ ModelStepRunner::ModelStepRunner(std::unique_ptr<helios::Backend> backend, std::
                                  const EngineOptions& options, helios::DType kv_dtype)
     : backend_(std::move(backend)), model_(std::move(model)), options_(options), scratch_page_(options.n_pages) {
   if (!backend_ || !model_) fail(ExitCode::failure, "internal: model runner without a backend or a model");
-  cache_ = backend_->allocate_kv_cache(model_->kv_cache_layout(options.n_pages + 1, options.page_size_tokens, kv_dtype));
+  cache_ = backend_->reserve_kv_cache(model_->kv_cache_layout(options.n_pages + 1, options.page_size_tokens, kv_dtype),
+                                     options.n_pages);
+  if (backend_->kv_grow(cache_, 1) < 1) {
+    fail(ExitCode::capacity, "the device has no memory for the first KV pages ({} tokens each)", options.page_size_tokens);
+  }
+}
+
+std::int32_t ModelStepRunner::kv_grow(std::int32_t n_pages_wanted) {
+  try {
+    return backend_->kv_grow(cache_, n_pages_wanted);
+  } catch (const std::exception&) {
+    return cache_.backed_pages;  // the pool stays as it is; a broken device shows in the next step
+  }
 }
 
 ModelStepRunner::~ModelStepRunner() {

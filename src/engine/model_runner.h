@@ -18,9 +18,11 @@ namespace flare::engine {
 
 class ModelStepRunner final : public StepRunner {
  public:
-  // Loads `checkpoint_dir` onto `backend` and allocates KV storage for options.n_pages pages of
+  // Loads `checkpoint_dir` onto `backend` and reserves KV storage for options.n_pages pages of
   // options.page_size_tokens tokens in `kv_dtype`, plus one scratch page past them that the
   // scheduler never hands out: the dummy rows that pad decode steps to a graph bucket write there.
+  // Memory backs the scratch page and a first chunk of pages now, the rest as the pool grows
+  // (kv_grow); a capacity error (flare::Error) when the device cannot back even those.
   static std::unique_ptr<ModelStepRunner> load(std::unique_ptr<helios::Backend> backend,
                                                const std::filesystem::path& checkpoint_dir,
                                                const EngineOptions& options, helios::DType kv_dtype);
@@ -30,6 +32,10 @@ class ModelStepRunner final : public StepRunner {
 
   std::int32_t vocab_size() const override { return model_->spec().vocab_size; }
   void bind_thread() override { backend_->bind_thread(); }
+  std::int32_t kv_backed_pages() const override { return cache_.backed_pages; }
+  // Never throws: a device failure while growing is answered as no more memory.
+  std::int32_t kv_grow(std::int32_t n_pages_wanted) override;
+  const helios::KvCache& kv_cache() const { return cache_; }
   // Samples the plan's rows on the backend (CudaBackend: on the device), one call per run of
   // consecutive rows, and downloads only its host rows.
   void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,

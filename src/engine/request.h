@@ -136,7 +136,8 @@ struct EngineStats {
   int64_t n_running = 0;
   int64_t n_waiting = 0;
   int64_t n_kv_pages_used = 0;
-  int64_t n_kv_pages_free = 0;
+  int64_t n_kv_pages_free = 0;    // free now, or still to be backed while the device has memory
+  int64_t n_kv_pages_backed = 0;  // pages with device memory behind them (the rest are reserved)
   int64_t n_prefix_queried_tokens = 0;  // cumulative prompt tokens looked up
   int64_t n_prefix_hit_tokens = 0;      // cumulative prompt tokens found in the prefix cache
 };

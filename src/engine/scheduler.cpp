@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/sizes.h"
+#include "engine/admission.h"
 #include "engine/scheduler_state.h"
 
 namespace flare::engine {
@@ -27,6 +29,10 @@ Scheduler::~Scheduler() {
   running_.clear();  // sequences release their pages before the pool goes away
   waiting_.clear();
   prefix_cache_.reset();
+}
+
+void Scheduler::set_kv_backing(std::int32_t n_backed, helios::PagePool::GrowHook grow) {
+  pool_.set_backing(n_backed, std::move(grow));
 }
 
 void Scheduler::add(RequestHandle handle, GenerationRequest request, helios::SamplingParams sampling, double now_ms) {
@@ -174,7 +180,12 @@ bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vec
       victim = candidate;
       break;
     }
-    if (victim == nullptr) return false;
+    if (victim == nullptr) {
+      // With nothing else holding pages, no later step frees any: all the pool could back is not
+      // enough for this request (unless its own other choices are still making progress).
+      if (holds_pages_alone(r) && !pool_.can_grow()) r.unfit_stamp = schedule_stamp_;
+      return false;
+    }
     preempt(*victim);
     ++counters_.n_preemptions;
   }
@@ -208,6 +219,10 @@ StepPlan Scheduler::schedule(double now_ms) {
     if (budget == 0) break;
     if (cand.waiting) {
       if (admissions_blocked || n_active_choices() + r.n_active() > options_.max_concurrency) continue;
+      if (!pool_.can_grow() && admission_worst_case_pages(options_, r.request) > pool_.n_backed()) {
+        r.unfit_stamp = schedule_stamp_;  // admission counted on pages the device could not back
+        continue;
+      }
       admit(r);
     }
     Choice& c = cand.waiting ? *r.lead() : *cand.choice;
@@ -237,11 +252,42 @@ StepPlan Scheduler::schedule(double now_ms) {
     if (cand.choice == nullptr || !cand.request->running) continue;
     if (cand.choice->scheduled_stamp != schedule_stamp_) ++cand.choice->n_skipped_steps;
   }
+  retire_unfit();
   if (!plan.empty()) {
     ++counters_.n_steps;
     counters_.n_scheduled_tokens += plan.step.n_tokens();
   }
   return plan;
+}
+
+bool Scheduler::holds_pages_alone(const Request& r) const {
+  return std::none_of(running_.begin(), running_.end(),
+                      [&](const auto& other) { return other.get() != &r && other->n_pages_held() > 0; });
+}
+
+void Scheduler::retire_unfit() {
+  std::vector<Request*> unfit;
+  for (auto* list : {&running_, &waiting_}) {
+    for (auto& r : *list) {
+      if (r->unfit_stamp == schedule_stamp_ && r->scheduled_stamp != schedule_stamp_) unfit.push_back(r.get());
+    }
+  }
+  const std::int64_t page = options_.page_size_tokens;
+  for (Request* r : unfit) {
+    const std::int64_t n_needed = admission_worst_case_pages(options_, r->request);
+    const std::int64_t n_backed = pool_.n_backed();
+    AdmissionError error;
+    error.needed = format_count(std::uint64_t(n_needed * page)) + " tokens of KV cache (" +
+                   format_count(std::uint64_t(n_needed)) + " pages) for this request alone";
+    error.available = format_count(std::uint64_t(n_backed * page)) + " tokens of KV cache (" +
+                      format_count(std::uint64_t(n_backed)) + " pages)";
+    if (n_backed < pool_.n_pages()) {
+      error.available += " backed by device memory, of " + format_count(std::uint64_t(pool_.n_pages())) +
+                         " reserved pages: the device had no memory for more";
+    }
+    error.options = options_.kv_capacity_options + ", a smaller max_tokens or n";
+    for (auto& outputs : retire(*r, FinishReason::error, error.message())) capacity_failures_.push_back(std::move(outputs));
+  }
 }
 
 }  // namespace flare::engine

@@ -24,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/engine_options.h"
@@ -84,7 +85,14 @@ class Scheduler {
   // Fails every request with an error output (the step that ran them failed).
   std::vector<RequestOutputs> fail_all(const std::string& message);
 
+  // The KV pool starts with n_backed of its pages backed by memory and grows through `grow` (on
+  // the engine thread, from schedule()). Call before the first request.
+  void set_kv_backing(std::int32_t n_backed, helios::PagePool::GrowHook grow);
+
   StepPlan schedule(double now_ms);
+  // The requests schedule() retired because the KV pool cannot hold them even alone (the device had
+  // no memory to back more pages): each ends with a capacity error. Deliver after each schedule().
+  std::vector<RequestOutputs> take_capacity_failures() { return std::exchange(capacity_failures_, {}); }
   // The backend samples a row whose choice draws its next token freely from it: one logits row,
   // no token constraint, no prompt logprobs pending, not the prompt row n > 1 choices fork from.
   // Its request carries exactly what apply() would sample the row with (the choice's seed, its
@@ -117,6 +125,9 @@ class Scheduler {
   std::vector<Candidate> candidates(double now_ms);
   bool allocate(Request& request, Choice& choice, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies);
   void admit(Request& request);
+  bool holds_pages_alone(const Request& request) const;  // no other request holds pages
+  // Retires what schedule() found can never fit, into capacity_failures_.
+  void retire_unfit();
   void preempt(Request& request);
   void fork_choices(Request& request, Choice& lead);
   void emit_row(StepPlan& plan, Request& request, Choice& choice, std::int32_t n_tokens);
@@ -144,6 +155,7 @@ class Scheduler {
   std::int64_t arrival_counter_ = 0;
   std::int64_t schedule_stamp_ = 0;  // counts schedule() calls
   SchedulerCounters counters_;
+  std::vector<RequestOutputs> capacity_failures_;
 };
 
 }  // namespace flare::engine

@@ -50,6 +50,7 @@ struct Scheduler::Request {
   std::string error_message;
   std::int64_t touched_step = -1;     // the last apply() that ran one of its rows
   std::int64_t scheduled_stamp = -1;  // the schedule() call that last gave it a row
+  std::int64_t unfit_stamp = -1;      // the schedule() call that found the pool cannot hold it
 
   std::int32_t n_prompt() const { return std::int32_t(request.prompt_token_ids.size()); }
   std::int32_t known(const Choice& c) const { return n_prompt() + std::int32_t(c.generated.size()); }

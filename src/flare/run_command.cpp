@@ -23,6 +23,7 @@
 #include "flare/kv_sizing.h"
 #include "flare/package_selection.h"
 #include "helios/cpu/cpu_backend.h"
+#include "helios/kv_backing.h"
 #include "model/model.h"
 #include "model/prepared_views.h"
 #include "model/prepared_weights.h"
@@ -213,6 +214,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   }
 
   // Allocate caches.
+  std::unique_ptr<engine::ModelStepRunner> runner;
   const std::int64_t context = static_cast<std::int64_t>(capacities.context_ceiling_tokens());
   const std::int64_t page_tokens = manifest.kv_page_tokens() ? manifest.kv_page_tokens() : 16;
   const std::uint64_t bytes_per_token = manifest.memory_cost().bytes_per_cached_token();
@@ -245,9 +247,22 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     engine_options.scheduler_policy = policy;
     if (options.scheduler_terminal_value) engine_options.terminal_value = *options.scheduler_terminal_value;
     if (options.scheduler_terminal_age_price) engine_options.terminal_age_price = *options.scheduler_terminal_age_price;
-    stage.ok(fmt::format("{} KV tokens in {} pages ({})", format_count(static_cast<std::uint64_t>(kv.tokens)),
-                         format_count(static_cast<std::uint64_t>(kv.n_pages)),
-                         format_bytes(static_cast<std::uint64_t>(kv.tokens) * bytes_per_token)));
+    // The pool's pages are reserved whole; device memory backs a first chunk now, more as it fills.
+    try {
+      runner = std::make_unique<engine::ModelStepRunner>(std::move(backend), std::move(loaded), engine_options,
+                                                         helios::DType::bf16);
+    } catch (const Error& e) {
+      if (!gpu || (e.code() != ExitCode::failure && e.code() != ExitCode::capacity)) throw;
+      // The device refused the planned pool (another process took memory since it was measured).
+      fail(ExitCode::capacity, "cannot allocate {} KV tokens on {}: {}\nOptions: a lower --max-concurrency, "
+           "--kv-cache-limit context, or a reserve (--memory-limit -8G)", format_count(static_cast<std::uint64_t>(kv.tokens)),
+           gpu->device_label(), e.what());
+    }
+    const helios::KvCache& cache = runner->kv_cache();
+    stage.ok(fmt::format("{} KV tokens reserved in {} pages ({}), {} backed",
+                         format_count(static_cast<std::uint64_t>(kv.tokens)),
+                         format_count(static_cast<std::uint64_t>(kv.n_pages)), format_bytes(cache.layout.size_bytes()),
+                         format_bytes(helios::kv_backed_bytes(cache))));
   }
 
   // Frontend assets.
@@ -261,17 +276,6 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   const std::unique_ptr<server::Frontend> frontend = server::make_text_frontend(assets);
   for (auto id : server::eos_token_ids(assets, *frontend)) engine_options.eos_token_ids.push_back(id);
 
-  std::unique_ptr<engine::ModelStepRunner> runner;
-  try {
-    runner = std::make_unique<engine::ModelStepRunner>(std::move(backend), std::move(loaded), engine_options,
-                                                       helios::DType::bf16);
-  } catch (const Error& e) {
-    if (!gpu || e.code() != ExitCode::failure) throw;
-    // The device refused the planned pool (another process took memory since it was measured).
-    fail(ExitCode::capacity, "cannot allocate {} KV tokens on {}: {}\nOptions: a lower --max-concurrency, "
-         "--kv-cache-limit context, or a reserve (--memory-limit -8G)", format_count(static_cast<std::uint64_t>(kv.tokens)),
-         gpu->device_label(), e.what());
-  }
   {
     // After the pool: a decode graph records the KV cache's address.
     ProgressStage stage(terminal, stderr, "Build graphs");

@@ -94,6 +94,8 @@ std::string Metrics::render(const engine::EngineStats& stats, const std::string&
   gauge("flare_num_requests_waiting", "Requests admitted and waiting.", static_cast<double>(stats.n_waiting));
   gauge("flare_kv_pages_used", "KV cache pages in use.", static_cast<double>(stats.n_kv_pages_used));
   gauge("flare_kv_pages_free", "KV cache pages free.", static_cast<double>(stats.n_kv_pages_free));
+  gauge("flare_kv_pages_backed", "KV cache pages with device memory behind them.",
+        static_cast<double>(stats.n_kv_pages_backed));
   double hit_rate = stats.n_prefix_queried_tokens > 0
                         ? static_cast<double>(stats.n_prefix_hit_tokens) / static_cast<double>(stats.n_prefix_queried_tokens)
                         : 0.0;
