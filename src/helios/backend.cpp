@@ -79,6 +79,16 @@ std::vector<SampledToken> Backend::sample(const Tensor& logits, std::span<const 
   return out;
 }
 
+void Backend::rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, Tensor k, const Tensor& v,
+                              std::int32_t head_dim, const RotaryParams& rope, const QkNormParams* qk_norm) {
+  if (qk_norm) {
+    head_rms_norm(q, head_dim, qk_norm->q_weight, qk_norm->eps);
+    head_rms_norm(k, head_dim, qk_norm->k_weight, qk_norm->eps);
+  }
+  rotary(q, k, head_dim, rope);
+  kv_store(cache, layer, k, v);
+}
+
 std::unique_ptr<StepGraph> Backend::capture(const std::function<void()>&) {
   fail(ExitCode::failure, "internal: the {} backend cannot capture step graphs", name());
 }

@@ -90,6 +90,13 @@ struct RotaryParams {
   float attention_factor = 1.0f;
 };
 
+// Per-head RMSNorm of q and k before the rotation (Qwen3), as head_rms_norm with each weight.
+struct QkNormParams {
+  Tensor q_weight;  // [1, head_dim] f32
+  Tensor k_weight;  // [1, head_dim] f32
+  float eps = 0.0f;
+};
+
 struct AttentionParams {
   std::int32_t layer = 0;
   std::int32_t n_heads = 0;
@@ -184,6 +191,11 @@ class Backend {
   virtual void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) = 0;
   // Writes this step's k and v [n_tokens, n_kv_heads*head_dim] into the layer's pages.
   virtual void kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) = 0;
+  // The attention block's steps before attention as one operation: head_rms_norm of q and k (when
+  // qk_norm is given), rotary(q, k), then kv_store(cache, layer, k, v) of the rotated k. A device
+  // backend runs it as one kernel; the default runs the three operations.
+  virtual void rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, Tensor k, const Tensor& v,
+                               std::int32_t head_dim, const RotaryParams& rope, const QkNormParams* qk_norm);
   // Causal attention of q [n_tokens, n_heads*head_dim] over each row's cached positions
   // [0, position] (or the sliding window), GQA by n_heads / n_kv_heads; out like q.
   virtual void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) = 0;

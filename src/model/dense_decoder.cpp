@@ -115,12 +115,9 @@ void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const he
   Tensor q = s.qkv_t.slice_cols(0, spec_.q_width());
   Tensor k = s.qkv_t.slice_cols(spec_.q_width(), spec_.kv_width());
   Tensor v = s.qkv_t.slice_cols(spec_.q_width() + spec_.kv_width(), spec_.kv_width());
-  if (spec_.qk_norm) {
-    backend_.head_rms_norm(q, spec_.head_dim, w.q_norm, spec_.rms_norm_eps);
-    backend_.head_rms_norm(k, spec_.head_dim, w.k_norm, spec_.rms_norm_eps);
-  }
-  backend_.rotary(q, k, spec_.head_dim, rope);
-  backend_.kv_store(cache, layer, k, v);
+  // [q/k head norm], rotary and the KV store: one kernel on a device backend.
+  const helios::QkNormParams qk_norm{w.q_norm, w.k_norm, spec_.rms_norm_eps};
+  backend_.rotary_kv_store(cache, layer, q, k, v, spec_.head_dim, rope, spec_.qk_norm ? &qk_norm : nullptr);
   helios::AttentionParams params;
   params.layer = layer;
   params.n_heads = spec_.n_heads;

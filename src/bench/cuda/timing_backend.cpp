@@ -126,6 +126,17 @@ void TimingBackend::kv_store(helios::KvCache& cache, std::int32_t layer, const T
   mark("kv store", bytes_of(k) + bytes_of(v) + (elems(k) + elems(v)) * kv_size, 0);
 }
 
+void TimingBackend::rotary_kv_store(helios::KvCache& cache, std::int32_t layer, Tensor q, Tensor k, const Tensor& v,
+                                    std::int32_t head_dim, const helios::RotaryParams& rope,
+                                    const helios::QkNormParams* qk_norm) {
+  inner_.rotary_kv_store(cache, layer, q, k, v, head_dim, rope, qk_norm);
+  // q and k read and written once, v read once, k and v written to the pages once.
+  const double kv_size = double(helios::dtype_size_bytes(cache.layout.dtype));
+  const double norm_bytes = qk_norm ? bytes_of(qk_norm->q_weight) + bytes_of(qk_norm->k_weight) : 0.0;
+  const double qkv_bytes = 2.0 * (bytes_of(q) + bytes_of(k)) + bytes_of(v);
+  mark("rope+kv store", qkv_bytes + (elems(k) + elems(v)) * kv_size + bytes_of(rope.inv_freq) + norm_bytes, 0);
+}
+
 void TimingBackend::attention(const helios::KvCache& cache, const Tensor& q, const helios::AttentionParams& p,
                               Tensor out) {
   inner_.attention(cache, q, p, out);

@@ -63,6 +63,9 @@ class TimingBackend final : public helios::Backend {
               helios::Tensor out) override;
   void rotary(helios::Tensor q, helios::Tensor k, std::int32_t head_dim, const helios::RotaryParams& rope) override;
   void kv_store(helios::KvCache& cache, std::int32_t layer, const helios::Tensor& k, const helios::Tensor& v) override;
+  void rotary_kv_store(helios::KvCache& cache, std::int32_t layer, helios::Tensor q, helios::Tensor k,
+                       const helios::Tensor& v, std::int32_t head_dim, const helios::RotaryParams& rope,
+                       const helios::QkNormParams* qk_norm) override;
   void attention(const helios::KvCache& cache, const helios::Tensor& q, const helios::AttentionParams& params,
                  helios::Tensor out) override;
   void swiglu(const helios::Tensor& gate_up, helios::Tensor out) override;

@@ -3,6 +3,7 @@
 #include "helios/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
@@ -39,6 +40,13 @@ void expect_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const c
 
 unsigned blocks_for(std::int64_t n, std::int64_t per_block) { return unsigned((n + per_block - 1) / per_block); }
 
+bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// flare_rms_norm_vec (rms_norm.cu) holds up to this many 16-byte chunks per thread, in blocks of
+// up to this many threads.
+constexpr std::int64_t k_rms_vec_chunks = 4;
+constexpr std::int64_t k_rms_vec_threads = 512;
+
 }  // namespace
 
 CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
@@ -54,7 +62,9 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   // The shape-independent kernels, so a broken toolchain shows at construction.
   function("embedding", "flare_embedding");
   function("rms_norm", "flare_rms_norm");
+  function("rms_norm", "flare_rms_norm_vec");
   function("swiglu", "flare_swiglu");
+  function("swiglu", "flare_swiglu_vec");
   function("linear", "flare_linear_bf16");
   function("linear", "flare_linear_f32");
   function("gather_rows", "flare_gather_rows");
@@ -250,8 +260,21 @@ void CudaBackend::rms_norm(const Tensor& x, Tensor* residual, const Tensor& weig
   }
   int cols = int(x.cols);
   float eps_v = eps;
-  launch(function("rms_norm", "flare_rms_norm"), {.grid_x = unsigned(x.rows), .block_x = 256},
-         {&x_ptr, &x_stride, &res_ptr, &res_stride, &w_ptr, &eps_v, &out_ptr, &out_stride, &cols}, "rms_norm");
+  std::vector<void*> args = {&x_ptr, &x_stride, &res_ptr, &res_stride, &w_ptr, &eps_v, &out_ptr, &out_stride, &cols};
+  // The row in registers, read and written once in 16-byte chunks, when its shape allows. About two
+  // chunks per thread: a decode step's one row takes a whole CTA (hidden 4096: 256 threads). The
+  // block depends on cols only, so every row is reduced in the same order whatever the batch.
+  const std::int64_t n_chunks = x.cols / 8;
+  const bool vectors = x.cols % 8 == 0 && n_chunks <= k_rms_vec_chunks * k_rms_vec_threads && x.stride % 8 == 0 &&
+                       out.stride % 8 == 0 && aligned_16(x.data) && aligned_16(out.data) && aligned_16(weight.data) &&
+                       (!residual || (residual->stride % 8 == 0 && aligned_16(residual->data)));
+  if (vectors) {
+    const std::int64_t threads = std::clamp<std::int64_t>(((n_chunks + 1) / 2 + 31) / 32 * 32, 32, k_rms_vec_threads);
+    launch(function("rms_norm", "flare_rms_norm_vec"), {.grid_x = unsigned(x.rows), .block_x = unsigned(threads)},
+           std::move(args), "rms_norm");
+    return;
+  }
+  launch(function("rms_norm", "flare_rms_norm"), {.grid_x = unsigned(x.rows), .block_x = 256}, std::move(args), "rms_norm");
 }
 
 void CudaBackend::head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) {
@@ -325,6 +348,17 @@ void CudaBackend::swiglu(const Tensor& gate_up, Tensor out) {
   CUdeviceptr gu_ptr = address(gate_up), out_ptr = address(out);
   long long gu_stride = gate_up.stride, out_stride = out.stride;
   int inter = int(out.cols);
+  if (inter % 8 == 0 && gate_up.stride % 8 == 0 && out.stride % 8 == 0 && aligned_16(gate_up.data) &&
+      aligned_16(out.data)) {
+    // A thread per 16-byte chunk of out; blocks small enough that a decode step's few rows still
+    // cover every SM (one row of 14336: 56 blocks of 32 on 132 SMs), up to 256 threads.
+    long long n_chunks = out.rows * inter / 8;
+    const std::int64_t n_sms = std::max(context_.device().n_multiprocessors, 1);
+    const std::int64_t threads = std::clamp<std::int64_t>(((n_chunks + n_sms - 1) / n_sms + 31) / 32 * 32, 32, 256);
+    launch(function("swiglu", "flare_swiglu_vec"), {.grid_x = blocks_for(n_chunks, threads), .block_x = unsigned(threads)},
+           {&gu_ptr, &gu_stride, &out_ptr, &out_stride, &inter, &n_chunks}, "swiglu");
+    return;
+  }
   launch(function("swiglu", "flare_swiglu"),
          {.grid_x = std::min(blocks_for(inter, 256), 64u), .grid_y = unsigned(out.rows), .block_x = 256},
          {&gu_ptr, &gu_stride, &out_ptr, &out_stride, &inter}, "swiglu");

@@ -89,6 +89,9 @@ class CudaBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) override;
   void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) override;
   void kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) override;
+  // One kernel (cuda_rotary_kv_store.cpp).
+  void rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, Tensor k, const Tensor& v, std::int32_t head_dim,
+                       const RotaryParams& rope, const QkNormParams* qk_norm) override;
   void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) override;
   void swiglu(const Tensor& gate_up, Tensor out) override;
   void gather_logit_rows(const Tensor& x, Tensor out) override;

@@ -3,12 +3,22 @@
 //   without residual: out = bf16(weight * (x * inv)),  inv = 1 / sqrt(mean(v^2) + eps)
 // The residual stream is rounded to BF16 before the norm reads it, as HF transformers does in BF16.
 // out may alias x (each thread reads its own elements before writing them).
-// Defines: FLARE_BLOCK (threads per block, a multiple of 32, default 256).
+//   flare_rms_norm_vec: the row read once in 16-byte chunks of 8 values and held in registers
+//     between the reduction and the write (up to k_vec_chunks chunks per thread), the weight's
+//     chunks loaded before the reduction so their latency hides behind it: a decode step's row is
+//     one round trip to memory instead of three. Needs cols % 8 == 0, rows, strides and weight
+//     aligned to 16 bytes, and cols <= 8 * k_vec_chunks * blockDim.x; blockDim.x is the host's
+//     choice, a multiple of 32 up to k_vec_threads.
+//   flare_rms_norm: any shape: FLARE_BLOCK threads stride over the row, reading it twice.
+// Defines: FLARE_BLOCK (threads per block of flare_rms_norm, a multiple of 32, default 256).
 #include <cuda_bf16.h>
 
 #ifndef FLARE_BLOCK
 #define FLARE_BLOCK 256
 #endif
+
+constexpr int k_vec_chunks = 4;     // 16-byte chunks per thread: 16 registers of row, 32 of weight
+constexpr int k_vec_threads = 512;  // so rows up to 8 * 4 * 512 = 16384 values take the vector path
 
 __device__ __forceinline__ float flare_warp_sum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -24,6 +34,105 @@ __device__ __forceinline__ float flare_block_sum(float v) {
   float total = 0.0f;
   for (int w = 0; w < FLARE_BLOCK / 32; ++w) total += partial[w];
   return total;
+}
+
+// The same for a block of blockDim.x <= k_vec_threads threads.
+__device__ __forceinline__ float flare_block_sum_any(float v) {
+  __shared__ float partial[k_vec_threads / 32];
+  v = flare_warp_sum(v);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = 0.0f;
+  const int n_warps = blockDim.x >> 5;
+  for (int w = 0; w < n_warps; ++w) total += partial[w];
+  return total;
+}
+
+// 8 bf16 of a 16-byte chunk as f32 (element 0 in the low half of the first word), and back.
+__device__ __forceinline__ void flare_unpack8(const uint4& u, float (&f)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    f[2 * e] = __low2float(h[e]);
+    f[2 * e + 1] = __high2float(h[e]);
+  }
+}
+__device__ __forceinline__ uint4 flare_pack8(const float (&f)[8]) {
+  uint4 u;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) h[e] = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
+  return u;
+}
+
+extern "C" __global__ void __launch_bounds__(k_vec_threads)
+flare_rms_norm_vec(const __nv_bfloat16* x, long long x_stride,          // [rows, cols]
+                   __nv_bfloat16* residual, long long residual_stride,  // [rows, cols] or null
+                   const float* __restrict__ weight,                    // [cols] f32
+                   float eps,
+                   __nv_bfloat16* out, long long out_stride,            // [rows, cols]
+                   int cols) {
+  const long long row = blockIdx.x;
+  const int n_chunks = cols / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * x_stride);
+  uint4* rr = residual ? reinterpret_cast<uint4*>(residual + row * residual_stride) : nullptr;
+  const float4* w4 = reinterpret_cast<const float4*>(weight);
+  uint4 chunk[k_vec_chunks];  // this thread's chunks j = threadIdx.x + i * blockDim.x (coalesced)
+  uint4 res[k_vec_chunks];
+  float4 w_lo[k_vec_chunks], w_hi[k_vec_chunks];
+  // Every load first, so they are in flight together.
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < n_chunks) chunk[i] = xr[j];
+  }
+  if (rr) {
+#pragma unroll
+    for (int i = 0; i < k_vec_chunks; ++i) {
+      const int j = threadIdx.x + i * blockDim.x;
+      if (j < n_chunks) res[i] = rr[j];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < n_chunks) {
+      w_lo[i] = w4[2 * j];
+      w_hi[i] = w4[2 * j + 1];
+    }
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j >= n_chunks) continue;
+    float f[8];
+    flare_unpack8(chunk[i], f);
+    if (rr) {
+      float r[8];
+      flare_unpack8(res[i], r);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] = r[e] + f[e];
+      chunk[i] = flare_pack8(f);  // the residual stream in bf16, which the norm reads
+      rr[j] = chunk[i];
+      flare_unpack8(chunk[i], f);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sum += f[e] * f[e];
+  }
+  const float inv = 1.0f / sqrtf(flare_block_sum_any(sum) / float(cols) + eps);
+  uint4* dst = reinterpret_cast<uint4*>(out + row * out_stride);
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j >= n_chunks) continue;
+    float f[8];
+    flare_unpack8(chunk[i], f);
+    const float w[8] = {w_lo[i].x, w_lo[i].y, w_lo[i].z, w_lo[i].w, w_hi[i].x, w_hi[i].y, w_hi[i].z, w_hi[i].w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = w[e] * (f[e] * inv);
+    dst[j] = flare_pack8(f);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)

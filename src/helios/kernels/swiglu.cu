@@ -1,11 +1,41 @@
 // SwiGLU: out = bf16(silu(gate) * up) with gate_up [rows, 2 * inter] (gate first), F32 math,
-// silu(g) = g / (1 + exp(-g)) as the reference. blockIdx.y is the row; x covers the columns.
-// Defines: FLARE_BLOCK (threads per block, default 256).
+// silu(g) = g / (1 + exp(-g)) as the reference.
+//   flare_swiglu_vec: one thread per 16-byte chunk (8 values) of out, over a flat grid of
+//     rows * inter / 8 chunks, so a decode step's one row spreads over many CTAs and a prefill's
+//     many rows need no second grid dimension. Needs inter % 8 == 0 and 16-byte aligned rows.
+//   flare_swiglu: any shape; blockIdx.y is the row, x strides over the columns.
+// Defines: FLARE_BLOCK (threads per block, at least the host's launch, default 256).
 #include <cuda_bf16.h>
 
 #ifndef FLARE_BLOCK
 #define FLARE_BLOCK 256
 #endif
+
+__device__ __forceinline__ float flare_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)
+flare_swiglu_vec(const __nv_bfloat16* __restrict__ gate_up, long long gate_up_stride,  // [rows, 2 * inter]
+                 __nv_bfloat16* __restrict__ out, long long out_stride,                // [rows, inter]
+                 int inter, long long n_chunks) {                                      // rows * inter / 8
+  const long long chunk = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (chunk >= n_chunks) return;
+  const int per_row = inter / 8;
+  const long long row = chunk / per_row;
+  const int c = int(chunk % per_row) * 8;
+  const __nv_bfloat16* g = gate_up + row * gate_up_stride + c;
+  const uint4 gv = *reinterpret_cast<const uint4*>(g);
+  const uint4 uv = *reinterpret_cast<const uint4*>(g + inter);
+  const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&gv);
+  const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&uv);
+  uint4 o;
+  __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    o2[e] = __floats2bfloat162_rn(flare_silu_mul(__low2float(g2[e]), __low2float(u2[e])),
+                                  flare_silu_mul(__high2float(g2[e]), __high2float(u2[e])));
+  }
+  *reinterpret_cast<uint4*>(out + row * out_stride + c) = o;
+}
 
 extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)
 flare_swiglu(const __nv_bfloat16* __restrict__ gate_up, long long gate_up_stride,  // [rows, 2 * inter]
@@ -16,7 +46,6 @@ flare_swiglu(const __nv_bfloat16* __restrict__ gate_up, long long gate_up_stride
   const __nv_bfloat16* u = g + inter;
   __nv_bfloat16* dst = out + row * out_stride;
   for (int c = blockIdx.x * FLARE_BLOCK + threadIdx.x; c < inter; c += gridDim.x * FLARE_BLOCK) {
-    const float gv = __bfloat162float(g[c]);
-    dst[c] = __float2bfloat16(gv / (1.0f + expf(-gv)) * __bfloat162float(u[c]));
+    dst[c] = __float2bfloat16(flare_silu_mul(__bfloat162float(g[c]), __bfloat162float(u[c])));
   }
 }
