@@ -21,12 +21,12 @@ namespace flare::helios {
 namespace {
 
 constexpr std::string_view k_magic = "FLGT";
-constexpr std::uint32_t k_format_version = 1;
+constexpr std::uint32_t k_format_version = 2;  // 2: each entry says its kind
 constexpr std::size_t k_digest_bytes = 32;
 constexpr std::size_t k_max_arch_bytes = 16;
 constexpr std::int64_t k_max_dim = std::int64_t(1) << 31;  // cuBLASLt dimensions are int32-sized
 // The smallest entry: arch "sm_NN" (5) + length byte + the fixed fields.
-constexpr std::size_t k_fixed_entry_bytes = 1 + 8 + 8 + 8 + 8 + 1 + 1 + 64 + 4 + 2;
+constexpr std::size_t k_fixed_entry_bytes = 1 + 8 + 8 + 8 + 8 + 1 + 1 + 1 + 1 + 64 + 4 + 2;
 
 std::array<unsigned char, k_digest_bytes> sha256(std::string_view bytes) {
   std::array<unsigned char, k_digest_bytes> digest{};
@@ -86,6 +86,28 @@ bool valid_arch(std::string_view arch) {
 
 std::uint8_t dtype_code(DType d) { return std::uint8_t(d); }
 
+// Sets choice.kind from its code, rejecting a kind this build does not know and a choice the kind
+// cannot replay: cuBLASLt has no variants; the skinny kernel has its variants, no algorithm bytes,
+// and runs only m <= 16 with k a multiple of 8.
+void check_kind(std::uint32_t i, const GemmShapeKey& key, std::uint8_t kind, GemmChoice& choice) {
+  if (kind == std::uint8_t(GemmKind::cublaslt)) {
+    if (choice.variant != 0) fail_input("GEMM tuning entry {} is a cuBLASLt choice with variant {}", i, choice.variant);
+    choice.kind = GemmKind::cublaslt;
+    return;
+  }
+  if (kind != std::uint8_t(GemmKind::skinny)) fail_input("GEMM tuning entry {} has an unknown kind {}", i, kind);
+  if (choice.variant >= k_skinny_gemm_n_variants) {
+    fail_input("GEMM tuning entry {} names skinny variant {} of {}", i, choice.variant, k_skinny_gemm_n_variants);
+  }
+  for (const std::uint64_t word : choice.algo) {
+    if (word != 0) fail_input("GEMM tuning entry {} is a skinny choice with algorithm bytes", i);
+  }
+  if (key.m_bucket > k_skinny_gemm_max_m || key.k % k_skinny_gemm_k_multiple != 0) {
+    fail_input("GEMM tuning entry {} is a skinny choice for m {} k {}, which it cannot run", i, key.m_bucket, key.k);
+  }
+  choice.kind = GemmKind::skinny;
+}
+
 }  // namespace
 
 TuneEffort parse_tune_effort(std::string_view text) {
@@ -131,6 +153,8 @@ std::string GemmTuning::serialize() const {
     put(out, key.k);
     put(out, dtype_code(key.out));
     put(out, std::uint8_t(key.bias ? 1 : 0));
+    put(out, std::uint8_t(choice.kind));
+    put(out, choice.variant);
     for (const std::uint64_t word : choice.algo) put(out, word);
     put(out, std::bit_cast<std::uint32_t>(choice.time_us));
     put(out, choice.n_candidates);
@@ -169,6 +193,8 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
     key.k = r.get<std::int64_t>("k");
     const auto out = r.get<std::uint8_t>("output dtype");
     const auto bias = r.get<std::uint8_t>("bias");
+    const auto kind = r.get<std::uint8_t>("kind");
+    choice.variant = r.get<std::uint8_t>("variant");
     for (std::uint64_t& word : choice.algo) word = r.get<std::uint64_t>("algorithm");
     choice.time_us = std::bit_cast<float>(r.get<std::uint32_t>("time"));
     choice.n_candidates = r.get<std::uint16_t>("candidate count");
@@ -182,6 +208,7 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
     key.out = DType(out);
     if (bias > 1) fail_input("GEMM tuning entry {} has an invalid bias flag {}", i, bias);
     key.bias = bias == 1;
+    check_kind(i, key, kind, choice);
     if (!std::isfinite(choice.time_us) || choice.time_us < 0.0f) fail_input("GEMM tuning entry {} has an invalid time", i);
     if (t.entries_.contains(key)) fail_input("GEMM tuning entry {} repeats a shape", i);
     t.entries_.emplace(std::move(key), choice);

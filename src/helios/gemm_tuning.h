@@ -1,11 +1,12 @@
-// The GEMM tuning table: for each GEMM shape the CUDA backend runs, the cuBLASLt algorithm that won a
-// timed race among the candidates cuBLASLt's heuristic proposed (DESIGN.md section 2: preparation
-// tunes, loading does not). The table is plain data with no CUDA dependency, so it can be tested,
-// serialized into a package and parsed back on any machine.
+// The GEMM tuning table: for each GEMM shape the CUDA backend runs, the kernel that won a timed race
+// among the candidates cuBLASLt's heuristic proposed and, for m <= 16, the variants of Flare's skinny
+// kernel (kernels/skinny_gemm.cu) (DESIGN.md section 2: preparation tunes, loading does not). The
+// table is plain data with no CUDA dependency, so it can be tested, serialized into a package and
+// parsed back on any machine.
 //
-// Key: (m bucket, n, k, output dtype, bias, architecture, cuBLASLt version). An algorithm is opaque
-// bytes (cublasLtMatmulAlgo_t is 8 x uint64) that only the same cuBLASLt version on the same
-// architecture may reuse, hence both are part of the key.
+// Key: (m bucket, n, k, output dtype, bias, architecture, cuBLASLt version). A cuBLASLt algorithm is
+// opaque bytes (cublasLtMatmulAlgo_t is 8 x uint64) that only the same cuBLASLt version on the same
+// architecture may reuse, hence both are part of the key. A skinny choice is a variant number.
 //
 // m buckets (bucket_m): decode and small batches (m <= 64) round up to a power of two (1, 2, 4, ...,
 // 64), because the best kernel changes quickly there; larger m rounds up to a multiple of 64, the
@@ -15,8 +16,11 @@
 //
 // Serialized form (serialize/parse), little-endian: "FLGT", u32 format version, u32 entry count,
 // entries, then SHA-256 of everything before. Entry: u8 arch length, arch ("sm_90"), u64 library
-// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 bias, 8 x u64 algorithm, f32 time (us),
-// u16 candidates raced. parse() rejects anything else with flare::Error (package bytes are untrusted).
+// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 bias, u8 kind, u8 variant, 8 x u64
+// algorithm, f32 time (us), u16 candidates raced. parse() rejects anything else with flare::Error
+// (package bytes are untrusted): an unknown kind, a cuBLASLt entry with a variant, a skinny entry
+// with an unknown variant, algorithm bytes, m bucket > 16 or k not a multiple of 8, and any other
+// format version (version 1, before the kind, included: its tables are re-tuned or re-exported).
 //
 // Ownership: one GemmTuning per backend, used by its engine thread; not thread-safe.
 #pragma once
@@ -54,8 +58,21 @@ struct GemmShapeKey {
   bool operator==(const GemmShapeKey& o) const { return tie() == o.tie(); }
 };
 
+// Which kernel runs a GEMM.
+enum class GemmKind : std::uint8_t {
+  cublaslt = 0,  // cublasLtMatmul with GemmChoice::algo
+  skinny = 1,    // flare_skinny_gemm variant GemmChoice::variant (m <= 16, k % 8 == 0)
+};
+
+// The skinny kernel's limits and variant count (kernels/skinny_gemm.cu, cuda/skinny_gemm.h).
+inline constexpr std::int64_t k_skinny_gemm_max_m = 16;
+inline constexpr std::int64_t k_skinny_gemm_k_multiple = 8;
+inline constexpr std::uint8_t k_skinny_gemm_n_variants = 4;
+
 struct GemmChoice {
-  std::array<std::uint64_t, 8> algo{};  // cublasLtMatmulAlgo_t, opaque
+  GemmKind kind = GemmKind::cublaslt;
+  std::uint8_t variant = 0;             // skinny variant; 0 for cuBLASLt
+  std::array<std::uint64_t, 8> algo{};  // cublasLtMatmulAlgo_t, opaque; all zero for skinny
   float time_us = 0.0f;                 // mean time of one GEMM when it won (informational)
   std::uint16_t n_candidates = 0;       // how many candidates the race had
 };

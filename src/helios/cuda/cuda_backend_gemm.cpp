@@ -1,6 +1,7 @@
-// The CUDA backend's GEMMs through cuBLASLt (gemm_runner.h), kept apart from cuda_backend.cpp:
-// loading cuBLASLt and the saved tuning table, running linear() on it, and the bias add for output
-// types whose epilogue cannot take an F32 bias. Without cuBLASLt, linear() keeps the NVRTC kernel.
+// The CUDA backend's GEMMs through cuBLASLt and the skinny kernel (gemm_runner.h), kept apart from
+// cuda_backend.cpp: loading cuBLASLt, the skinny kernel and the saved tuning table, running linear()
+// on them, and the bias add for output types whose epilogue cannot take an F32 bias. Without
+// cuBLASLt, linear() keeps the NVRTC kernel.
 #include <algorithm>
 
 #include "common/error.h"
@@ -12,8 +13,11 @@ void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir, const
   std::string reason;
   cublaslt_ = CublasLt::try_load(cuda_root, &reason);
   if (!cublaslt_) return;  // the NVRTC kernel serves; gemm_engine_name() says so
-  gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_);
-  // Loaded now, not on first use, since first use may be inside a graph capture.
+  // Loaded now, not on first use, since first use may be inside a graph capture (and so that an
+  // export's kernel images include them).
+  auto skinny = std::make_unique<SkinnyGemm>(
+      [this](const std::string& entry) { return function(k_skinny_gemm_source, entry); });
+  gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_, std::move(skinny));
   function("bias_add", "flare_bias_add_bf16");
   function("bias_add", "flare_bias_add_f32");
   gemm_tuning_.attach_file(GemmTuning::file_in(kernel_cache_dir, device().arch(), cublaslt_->version(),

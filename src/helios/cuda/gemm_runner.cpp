@@ -1,4 +1,4 @@
-// cuBLASLt GEMM plans and their algorithm choice (see gemm_runner.h).
+// GEMM plans and their kernel choice: cuBLASLt algorithms and skinny variants (see gemm_runner.h).
 #include "helios/cuda/gemm_runner.h"
 
 #include <algorithm>
@@ -57,8 +57,14 @@ struct GemmRunner::Plan {
 
   MatmulDesc desc;
   MatrixLayout a, b, d;
-  cublasLtMatmulAlgo_t algo{};
+  GemmChoice choice;            // what runs: cuBLASLt's algorithm (then also in `algo`) or a skinny variant
+  cublasLtMatmulAlgo_t algo{};  // choice.algo, ready for cublasLtMatmul
   bool bias_in_epilogue = false;
+
+  void set_choice(const GemmChoice& c) {
+    choice = c;
+    if (c.kind == GemmKind::cublaslt) algo = algo_of(c.algo);
+  }
 };
 
 namespace {
@@ -112,8 +118,8 @@ cublasStatus_t enqueue(const CublasLt& lt, const GemmRunner::Plan& p, const cubl
 
 }  // namespace
 
-GemmRunner::GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream)
-    : lt_(lt), arch_(std::move(arch)), stream_(stream), workspace_(k_gemm_workspace_bytes) {}
+GemmRunner::GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream, std::unique_ptr<SkinnyGemm> skinny)
+    : lt_(lt), arch_(std::move(arch)), stream_(stream), workspace_(k_gemm_workspace_bytes), skinny_(std::move(skinny)) {}
 
 GemmRunner::~GemmRunner() = default;
 
@@ -141,6 +147,21 @@ bool GemmRunner::capturing() const {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+bool GemmRunner::adopt(Plan& plan, const GemmOperands& op, const GemmChoice& choice) const {
+  if (choice.kind == GemmKind::skinny) {
+    if (!skinny_ || !SkinnyGemm::supports(op) || choice.variant >= k_skinny_gemm_n_variants) return false;
+  } else if (!algo_fits(lt_, plan, algo_of(choice.algo))) {
+    return false;
+  }
+  plan.set_choice(choice);
+  return true;
+}
+
+bool GemmRunner::enqueue_choice(const Plan& plan, const GemmChoice& choice, const GemmOperands& op) const {
+  if (choice.kind == GemmKind::skinny) return skinny_->enqueue(op, choice.variant, stream_);
+  return enqueue(lt_, plan, algo_of(choice.algo), op, workspace_, stream_) == CUBLAS_STATUS_SUCCESS;
+}
+
 std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, GemmTuning& tuning) {
   auto plan = std::make_unique<Plan>(lt_, op);
   const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
@@ -156,37 +177,42 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
     if (candidates.empty()) plan = std::make_unique<Plan>(lt_, op);
   }
   if (!plan->bias_in_epilogue) candidates = heuristic(lt_, *plan, op, n_wanted);
-  if (candidates.empty()) return nullptr;
+
+  // The race's entrants: cuBLASLt's candidates in the heuristic's order, then the skinny variants
+  // where the kernel takes the problem. The first is what runs when nothing is timed.
+  std::vector<GemmChoice> choices;
+  for (const auto& c : candidates) choices.push_back({.kind = GemmKind::cublaslt, .algo = algo_words(c.algo)});
+  if (skinny_ && SkinnyGemm::supports(op)) {
+    for (std::uint8_t v = 0; v < k_skinny_gemm_n_variants; ++v) choices.push_back({.kind = GemmKind::skinny, .variant = v});
+  }
+  if (choices.empty()) return nullptr;
 
   const bool known = tuning.find(key) || (!tuning.frozen() && tuning.refresh() && tuning.find(key));
   if (known) {
-    const cublasLtMatmulAlgo_t algo = algo_of(tuning.find(key)->algo);
-    if (algo_fits(lt_, *plan, algo)) {
-      plan->algo = algo;
-      return plan;
-    }
-    // e.g. a bucket mate with less aligned operands: the heuristic's first choice, not recorded
-    plan->algo = candidates[0].algo;
+    // A choice this problem cannot take (e.g. a bucket mate with less aligned operands) gives way
+    // to the first entrant, not recorded.
+    if (!adopt(*plan, op, *tuning.find(key))) plan->set_choice(choices[0]);
     return plan;
   }
-  plan->algo = candidates[0].algo;
+  plan->set_choice(choices[0]);
   if (tuning.frozen() || tuning.effort() == TuneEffort::off) return plan;
   if (!may_time) {
     // Inside a capture: no race, but record the choice the graph bakes in, so eager runs of the
-    // shape (here or in another backend) use the same algorithm and compute the same bits.
-    tuning.record(key, {.algo = algo_words(plan->algo), .time_us = 0.0f, .n_candidates = 1});
+    // shape (here or in another backend) use the same kernel and compute the same bits.
+    GemmChoice first = choices[0];
+    first.n_candidates = 1;
+    tuning.record(key, first);
     return plan;
   }
-  const auto enqueue_candidate = [&](int i) {
-    return enqueue(lt_, *plan, candidates[std::size_t(i)].algo, op, workspace_, stream_) == CUBLAS_STATUS_SUCCESS;
-  };
-  const RaceResult raced = race(int(candidates.size()), enqueue_candidate, stream_, settings);
+  const auto enqueue_candidate = [&](int i) { return enqueue_choice(*plan, choices[std::size_t(i)], op); };
+  const RaceResult raced = race(int(choices.size()), enqueue_candidate, stream_, settings);
   tuning.count_timed();
-  if (raced.winner < 0) return nullptr;  // none of the heuristic's candidates runs
-  plan->algo = candidates[std::size_t(raced.winner)].algo;
-  tuning.record(key, {.algo = algo_words(plan->algo),
-                      .time_us = raced.time_us,
-                      .n_candidates = std::uint16_t(candidates.size())});
+  if (raced.winner < 0) return nullptr;  // none of the entrants runs
+  GemmChoice won = choices[std::size_t(raced.winner)];
+  won.time_us = raced.time_us;
+  won.n_candidates = std::uint16_t(choices.size());
+  plan->set_choice(won);
+  tuning.record(key, won);
   return plan;
 }
 
@@ -197,6 +223,13 @@ GemmResult GemmRunner::run(const GemmOperands& op, GemmTuning& tuning) {
   if (it == plans_.end()) it = plans_.emplace(key, make_plan(op, tuning)).first;
   Plan* plan = it->second.get();
   if (!plan) return GemmResult::unsupported;
+  if (plan->choice.kind == GemmKind::skinny) {
+    if (!skinny_->enqueue(op, plan->choice.variant, stream_)) {
+      fail(ExitCode::failure, "CUDA launch of skinny GEMM variant {} failed for [{}, {}, {}]", plan->choice.variant,
+           op.m, op.n, op.k);
+    }
+    return GemmResult::done;  // the kernel adds the bias
+  }
   if (plan->bias_in_epilogue) plan->set_bias(op.bias);
   lt_.check(enqueue(lt_, *plan, plan->algo, op, workspace_, stream_), "cublasLtMatmul");
   return op.bias && !plan->bias_in_epilogue ? GemmResult::bias_pending : GemmResult::done;

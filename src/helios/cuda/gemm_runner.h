@@ -1,20 +1,24 @@
-// The CUDA backend's GEMMs through cuBLASLt: out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]), BF16 x and
-// w (rows may be strided), F32 compute, BF16 or F32 out, F32 bias through the BIAS epilogue where
-// cuBLASLt offers it for the output type (else the caller adds it with a small kernel).
+// The CUDA backend's GEMMs through cuBLASLt and, for m <= 16, Flare's skinny kernel (skinny_gemm.h):
+// out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]), BF16 x and w (rows may be strided), F32 compute, BF16
+// or F32 out, F32 bias through the BIAS epilogue where cuBLASLt offers it for the output type (else
+// the caller adds it with a small kernel); the skinny kernel adds the bias itself.
 //
 // Row-major operands become column-major without copies: a row-major [r, c] matrix with stride s is
 // a column-major [c, r] matrix with leading dimension s, so cuBLASLt computes out^T[n, m] =
 // op(w)[n, k] x x^T[k, m] with A = w (transposed), B = x, D = out; the bias has D's n rows.
 //
 // Each exact problem (shape, strides, dtypes, pointer alignments) gets a Plan once: descriptors and
-// the algorithm, chosen from the GemmTuning table by its bucketed key (refreshed from its file on a
-// miss), else by timing the heuristic's candidates (gemm_tuner.h) and recording the winner, else the
-// heuristic's first candidate: table frozen or effort off (not recorded), or the stream is being
-// captured into a graph (recorded, so eager runs agree with the graph). Running a plan enqueues one cublasLtMatmul on
-// the stream with the runner's 32 MiB workspace: no host synchronization and no allocation, so
-// it can be captured. Timing does synchronize, so it happens only outside a capture.
+// the kernel, chosen from the GemmTuning table by its bucketed key (refreshed from its file on a
+// miss), else by timing the heuristic's candidates and the skinny kernel's variants where it takes
+// the problem (gemm_tuner.h) and recording the winner, else the heuristic's first candidate (the
+// skinny kernel's first variant when cuBLASLt has none): table frozen or effort off (not recorded),
+// or the stream is being captured into a graph (recorded, so eager runs agree with the graph).
+// Running a plan enqueues one cublasLtMatmul with the runner's 32 MiB workspace, or one skinny
+// kernel: no host synchronization and no allocation, so it can be captured. Timing does
+// synchronize, so it happens only outside a capture.
 //
-// Ownership: owned by the CudaBackend and used by its engine thread; holds the workspace.
+// Ownership: owned by the CudaBackend and used by its engine thread; holds the workspace and the
+// skinny kernel's entry points.
 #pragma once
 
 #include <cuda.h>
@@ -27,6 +31,7 @@
 
 #include "helios/cuda/cublaslt.h"
 #include "helios/cuda/driver.h"
+#include "helios/cuda/skinny_gemm.h"
 #include "helios/dtype.h"
 #include "helios/gemm_tuning.h"
 
@@ -54,7 +59,8 @@ enum class GemmResult {
 
 class GemmRunner {
  public:
-  GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream);
+  // `skinny` null: cuBLASLt only.
+  GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream, std::unique_ptr<SkinnyGemm> skinny = nullptr);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -76,12 +82,17 @@ class GemmRunner {
                              DType, bool, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
   static PlanKey plan_key(const GemmOperands& op);
   std::unique_ptr<Plan> make_plan(const GemmOperands& op, GemmTuning& tuning);
+  // Whether `plan` can run `choice` (an algorithm cuBLASLt accepts, a skinny variant for a problem
+  // the kernel takes), and if so makes it the plan's.
+  bool adopt(Plan& plan, const GemmOperands& op, const GemmChoice& choice) const;
+  bool enqueue_choice(const Plan& plan, const GemmChoice& choice, const GemmOperands& op) const;
   bool capturing() const;
 
   const CublasLt& lt_;
   std::string arch_;
   const Stream& stream_;
   DeviceMemory workspace_;
+  std::unique_ptr<SkinnyGemm> skinny_;  // null: cuBLASLt only
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
 };
 

@@ -50,7 +50,7 @@ TEST(CudaKernels, EmbeddedSourcesAreComplete) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"attention", "attention_decode", "attention_prefill", "bias_add",
                                             "embedding", "fill_random", "gather_rows", "head_rms_norm", "linear",
-                                            "rms_norm", "rotary", "rotary_kv_store", "sample", "swiglu"}));
+                                            "rms_norm", "rotary", "rotary_kv_store", "sample", "skinny_gemm", "swiglu"}));
   EXPECT_EQ(embedded_kernel("rotary").name, "rotary");
   EXPECT_THROW(embedded_kernel("no_such_kernel"), Error);
 }

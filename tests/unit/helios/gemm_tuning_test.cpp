@@ -1,7 +1,8 @@
-// The GEMM tuning table without a GPU: m buckets, the byte format's round trip, rejection of hostile
-// bytes (every truncation, every single-bit flip, forged checksums over bad fields), the file beside
-// the kernel cache (atomic save, damaged file = empty table, decisions shared through it), and effort
-// names.
+// The GEMM tuning table without a GPU: m buckets, the byte format's round trip (cuBLASLt and skinny
+// choices), rejection of hostile bytes (every truncation, every single-bit flip, forged checksums
+// over bad fields: unknown kinds and variants, skinny choices it cannot run, the previous format
+// version), the file beside the kernel cache (atomic save, damaged file = empty table, decisions
+// shared through it), and effort names.
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -35,6 +36,10 @@ GemmChoice choice(std::uint64_t seed) {
   return c;
 }
 
+GemmChoice skinny(std::uint8_t variant) {
+  return {.kind = GemmKind::skinny, .variant = variant, .algo = {}, .time_us = 9.5f, .n_candidates = 12};
+}
+
 GemmTuning sample_table() {
   GemmTuning t;
   t.insert(key(1, 4096, 4096), choice(1));
@@ -42,6 +47,8 @@ GemmTuning sample_table() {
   t.insert(key(200, 28672, 4096), choice(3));
   t.insert(key(17, 151936, 4096, DType::f32, false, "sm_120a", 120900), choice(4));
   t.insert(key(64, 100, 72, DType::f32, true, "sm_80"), choice(5));
+  t.insert(key(1, 6144, 4096), skinny(0));
+  t.insert(key(13, 4096, 14336, DType::f32, true), skinny(k_skinny_gemm_n_variants - 1));
   return t;
 }
 
@@ -97,6 +104,8 @@ TEST(GemmTuning, SerializeParseRoundTrip) {
   for (const auto& [k, c] : t.entries()) {
     const GemmChoice* got = back.find(k);
     ASSERT_NE(got, nullptr) << k.arch << " " << k.m_bucket << "x" << k.n << "x" << k.k;
+    EXPECT_EQ(got->kind, c.kind);
+    EXPECT_EQ(got->variant, c.variant);
     EXPECT_EQ(got->algo, c.algo);
     EXPECT_EQ(got->time_us, c.time_us);
     EXPECT_EQ(got->n_candidates, c.n_candidates);
@@ -131,16 +140,18 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   one.insert(key(1, 4096, 4096), choice(7));
   const std::string bytes = one.serialize();
   // Offsets in a one-entry table: magic 4, version 4, count 4, arch length 1, "sm_90" 5, library
-  // version 8, m 8, n 8, k 8, out 1, bias 1, algo 64, time 4, candidates 2.
+  // version 8, m 8, n 8, k 8, out 1, bias 1, kind 1, variant 1, algo 64, time 4, candidates 2.
   const std::size_t entry = 12, arch = entry + 1, m = arch + 5 + 8, n = m + 8, out = n + 16, bias = out + 1,
-                    time = bias + 1 + 64;
+                    kind = bias + 1, variant = kind + 1, time = variant + 1 + 64;
   const auto patched = [&](std::size_t at, std::string_view with) {
     std::string b = bytes;
     b.replace(at, with.size(), with);
     return with_valid_checksum(b);
   };
   ASSERT_NO_THROW(GemmTuning::parse(with_valid_checksum(bytes)));
-  EXPECT_NE(parse_error(patched(4, std::string("\x02\0\0\0", 4))).find("format version 2"), std::string::npos);
+  EXPECT_NE(parse_error(patched(4, std::string("\x01\0\0\0", 4))).find("format version 1"), std::string::npos)
+      << "version 1 (before the kind) is not read";
+  EXPECT_NE(parse_error(patched(4, std::string("\x03\0\0\0", 4))).find("format version 3"), std::string::npos);
   EXPECT_NE(parse_error(patched(8, std::string("\xff\xff\xff\x0f", 4))).find("claims"), std::string::npos);
   EXPECT_NE(parse_error(patched(8, std::string("\0\0\0\0", 4))).find("trailing"), std::string::npos);
   EXPECT_NE(parse_error(patched(arch, "xx_90")).find("architecture"), std::string::npos);
@@ -150,6 +161,9 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   EXPECT_NE(parse_error(patched(out, "\x04")).find("dtype"), std::string::npos);
   EXPECT_NE(parse_error(patched(bias, "\x02")).find("bias"), std::string::npos);
   EXPECT_NE(parse_error(patched(time, std::string("\0\0\xc0\x7f", 4))).find("time"), std::string::npos) << "NaN";
+  EXPECT_NE(parse_error(patched(kind, "\x02")).find("unknown kind 2"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\xff")).find("unknown kind"), std::string::npos);
+  EXPECT_NE(parse_error(patched(variant, "\x01")).find("cuBLASLt choice with variant"), std::string::npos);
 
   GemmTuning two;
   two.insert(key(1, 4096, 4096), choice(7));
@@ -158,6 +172,40 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   const std::size_t entry_bytes = (twice.size() - 12 - 32) / 2;
   twice.replace(12 + entry_bytes + 1 + 5 + 8, 8, std::string("\x01\0\0\0\0\0\0\0", 8));  // second m := 1
   EXPECT_NE(parse_error(with_valid_checksum(twice)).find("repeats"), std::string::npos);
+}
+
+// A skinny entry replays only what the skinny kernel runs: a known variant, no algorithm bytes,
+// m bucket <= 16 and k a multiple of 8.
+TEST(GemmTuning, RejectsSkinnyChoicesItCannotReplay) {
+  const auto one = [](const GemmShapeKey& k, const GemmChoice& c) {
+    GemmTuning t;
+    t.insert(k, c);
+    return t.serialize();
+  };
+  for (std::uint8_t v = 0; v < k_skinny_gemm_n_variants; ++v) {
+    for (const std::int64_t m : {1, 2, 3, 8, 16}) {
+      const GemmTuning back = GemmTuning::parse(one(key(m, 7, 4104), skinny(v)));
+      ASSERT_NE(back.find(key(m, 7, 4104)), nullptr);
+      EXPECT_EQ(back.find(key(m, 7, 4104))->kind, GemmKind::skinny);
+      EXPECT_EQ(back.find(key(m, 7, 4104))->variant, v);
+    }
+  }
+  // Offsets as in RejectsBadFieldsBehindAValidChecksum.
+  const std::size_t variant = 12 + 1 + 5 + 8 + 8 + 8 + 8 + 1 + 1 + 1, algo = variant + 1;
+  const std::string bytes = one(key(1, 4096, 4096), skinny(0));
+  const auto patched = [&](std::size_t at, std::string_view with) {
+    std::string b = bytes;
+    b.replace(at, with.size(), with);
+    return with_valid_checksum(b);
+  };
+  ASSERT_NO_THROW(GemmTuning::parse(patched(variant, std::string(1, char(k_skinny_gemm_n_variants - 1)))));
+  EXPECT_NE(parse_error(patched(variant, std::string(1, char(k_skinny_gemm_n_variants)))).find("skinny variant"),
+            std::string::npos);
+  EXPECT_NE(parse_error(patched(variant, "\xff")).find("skinny variant"), std::string::npos);
+  EXPECT_NE(parse_error(patched(algo + 17, "\x01")).find("algorithm bytes"), std::string::npos);
+  EXPECT_NE(parse_error(one(key(17, 4096, 4096), skinny(0))).find("cannot run"), std::string::npos) << "m bucket 32";
+  EXPECT_NE(parse_error(one(key(1, 4096, 4100), skinny(0))).find("cannot run"), std::string::npos) << "k % 8 != 0";
+  EXPECT_NO_THROW(GemmTuning::parse(one(key(17, 4096, 4100), choice(3)))) << "cuBLASLt takes any shape";
 }
 
 TEST(GemmTuning, RandomBytesNeverParse) {

@@ -1,0 +1,385 @@
+// Flare's skinny GEMM (kernels/skinny_gemm.cu) on the GPU: every variant and m tile against the CPU
+// backend for m 1..16 (odd m included), n 1, 7, 64, 4103 (partial row blocks), k 8, 64, 4096, 4104,
+// strided x and w rows, with and without bias, BF16 and F32 outputs whose padding is poisoned before
+// every run; then its place in the GEMM race: a race over cuBLASLt's candidates and the skinny
+// variants records a winner that replays bit-identically (same runner, a frozen table in a new
+// runner, a captured graph), and a frozen skinny choice runs through CudaBackend::linear. Prints,
+// for the Llama-3.1-8B decode GEMMs (m 1), cuBLASLt's best against the skinny kernel's best
+// (informational, not asserted).
+#ifdef FLARE_HAVE_CUDA
+
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "bench/cuda/device_fill.h"
+#include "bench/cuda/device_rates.h"
+#include "bench/cuda/event_timer.h"
+#include "gpu_support.h"
+#include "helios/cpu/cpu_backend.h"
+#include "helios/cuda/cublaslt.h"
+#include "helios/cuda/gemm_runner.h"
+#include "helios/cuda/kernel_sources.h"
+#include "helios/cuda/skinny_gemm.h"
+
+namespace flare::helios {
+namespace {
+
+using namespace gpu_testing;
+
+constexpr std::int64_t k_max_n = 4103, k_max_k = 4104;
+constexpr std::int64_t k_w_stride = 4112, k_x_stride = 4120;  // 16-byte aligned rows, wider than k
+
+class CudaSkinnyGemm : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string reason;
+    gpu_ = try_cuda_backend(&reason);
+    if (!gpu_) GTEST_SKIP() << "no CUDA backend: " << reason;
+    const std::uint32_t seed = std::random_device{}();
+    rng_.seed(seed);
+    std::printf("[ device   ] %s (%s), seed %u\n", gpu_->device().name.c_str(), gpu_->device().arch().c_str(), seed);
+    // The module the backend compiled at construction, from the same kernel cache.
+    cuda::Nvrtc nvrtc(cuda::k_default_cuda_root);
+    cuda::CompileOptions options;
+    options.arch = gpu_->device().arch();
+    module_ = std::make_unique<cuda::Module>(
+        "skinny_gemm", nvrtc.compile_cached(gpu_->kernel_cache(), cuda::embedded_kernel(cuda::k_skinny_gemm_source),
+                                            options));
+    skinny_ = make_skinny();
+  }
+
+  std::unique_ptr<cuda::SkinnyGemm> make_skinny() {
+    return std::make_unique<cuda::SkinnyGemm>([this](const std::string& entry) { return module_->function(entry.c_str()); });
+  }
+
+  std::vector<std::uint16_t> random_bf16(std::size_t n, float scale) {
+    std::uniform_real_distribution<float> uniform(-scale, scale);
+    std::vector<std::uint16_t> v(n);
+    for (auto& x : v) x = f32_to_bf16(uniform(rng_));
+    return v;
+  }
+
+  // An output [m, n] of `dtype` with row stride `stride`, every element poisoned (bf16 quiet NaN, f32 NaN).
+  Matrix poisoned_out(DType dtype, std::int64_t m, std::int64_t n, std::int64_t stride) {
+    const std::size_t count = std::size_t(m * stride);
+    Matrix o{gpu_->allocate(count * dtype_size_bytes(dtype)), {}};
+    if (dtype == DType::f32) {
+      const std::vector<float> nan(count, std::nanf(""));
+      gpu_->upload(*o.buffer, 0, nan.data(), count * 4);
+    } else {
+      const std::vector<std::uint16_t> nan(count, k_poison_bf16);
+      gpu_->upload(*o.buffer, 0, nan.data(), count * 2);
+    }
+    o.t = Tensor{o.buffer->data(), dtype, m, n, stride};
+    return o;
+  }
+
+  // The output's [m, n] values; fails the test where padding lost its poison.
+  std::vector<float> out_values(const Matrix& o, const std::string& what) {
+    const std::size_t count = std::size_t(o.t.rows * o.t.stride);
+    std::vector<float> raw(count);
+    if (o.t.dtype == DType::f32) {
+      gpu_->download(*o.buffer, 0, raw.data(), count * 4);
+    } else {
+      std::vector<std::uint16_t> bits(count);
+      gpu_->download(*o.buffer, 0, bits.data(), count * 2);
+      for (std::size_t i = 0; i < count; ++i) raw[i] = bits[i] == k_poison_bf16 ? std::nanf("") : bf16_to_f32(bits[i]);
+    }
+    std::vector<float> values;
+    std::size_t n_padding_written = 0;
+    for (std::int64_t r = 0; r < o.t.rows; ++r) {
+      for (std::int64_t c = 0; c < o.t.stride; ++c) {
+        const float v = raw[std::size_t(r * o.t.stride + c)];
+        if (c < o.t.cols) values.push_back(v);
+        else if (!std::isnan(v)) ++n_padding_written;
+      }
+    }
+    EXPECT_EQ(n_padding_written, 0u) << what << ": row padding was written";
+    return values;
+  }
+
+  // The CPU backend's F32 result of x[:m, :k] @ w[:n, :k]^T (+ bias[:n]) from host copies of the
+  // strided device inputs.
+  std::vector<float> cpu_reference(const std::vector<std::uint16_t>& x, std::int64_t x_stride,
+                                   const std::vector<std::uint16_t>& w, std::int64_t w_stride,
+                                   const std::vector<float>* bias, std::int64_t m, std::int64_t n, std::int64_t k) {
+    std::vector<std::uint16_t> x_dense(std::size_t(m * k)), w_dense(std::size_t(n * k));
+    for (std::int64_t r = 0; r < m; ++r) std::copy_n(x.begin() + r * x_stride, k, x_dense.begin() + r * k);
+    for (std::int64_t r = 0; r < n; ++r) std::copy_n(w.begin() + r * w_stride, k, w_dense.begin() + r * k);
+    Matrix cx = host_f32(cpu_, x_dense, m, k), cout = host_f32(cpu_, {}, m, n);
+    Matrix cw{cpu_.allocate(w_dense.size() * 2), {}};
+    std::memcpy(cw.buffer->data(), w_dense.data(), w_dense.size() * 2);
+    cw.t = Tensor::of(*cw.buffer, DType::bf16, n, k);
+    Matrix cb{cpu_.allocate(std::size_t(n) * 4), {}};
+    if (bias) std::memcpy(cb.buffer->data(), bias->data(), std::size_t(n) * 4);
+    cb.t = Tensor::of(*cb.buffer, DType::f32, 1, n);
+    cpu_.linear(cx.t, cw.t, bias ? &cb.t : nullptr, cout.t);
+    return host_values(cout);
+  }
+
+  cuda::GemmOperands operands(const Matrix& x, const Matrix& w, const Matrix* bias, const Matrix& out) const {
+    return {.x = CUdeviceptr(x.t.data), .x_stride = x.t.stride, .w = CUdeviceptr(w.t.data), .w_stride = w.t.stride,
+            .bias = bias ? CUdeviceptr(bias->t.data) : 0, .out = CUdeviceptr(out.t.data), .out_stride = out.t.stride,
+            .out_dtype = out.t.dtype, .m = x.t.rows, .n = w.t.rows, .k = w.t.cols};
+  }
+
+  std::unique_ptr<cuda::CudaBackend> gpu_;  // declared first: everything below goes before it
+  std::unique_ptr<cuda::Module> module_;
+  std::unique_ptr<cuda::SkinnyGemm> skinny_;
+  cpu::CpuBackend cpu_{8};
+  std::mt19937 rng_;
+};
+
+// Within tolerance of the CPU: F32 outputs differ only by summation order, BF16 also by one rounding.
+bool within_tolerance(const std::vector<float>& got, const std::vector<float>& ref, bool f32, double* max_abs) {
+  const float atol = f32 ? 2e-3f : 2e-2f, rtol = f32 ? 1e-3f : 1.6e-2f;
+  bool ok = got.size() == ref.size();
+  for (std::size_t i = 0; ok && i < got.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - double(ref[i]));
+    if (!std::isfinite(got[i]) || d > atol + rtol * std::fabs(ref[i])) ok = false;
+    *max_abs = std::max(*max_abs, d);
+  }
+  return ok;
+}
+
+TEST_F(CudaSkinnyGemm, EveryVariantMatchesTheCpu) {
+  // One strided x and w; each problem is their top-left [m, k] and [n, k] corner.
+  const auto x = random_bf16(std::size_t(16 * k_x_stride), 1.0f);
+  const auto w = random_bf16(std::size_t(k_max_n * k_w_stride), 0.05f);
+  std::vector<float> bias(static_cast<std::size_t>(k_max_n));
+  for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
+  const Matrix gx = device_bf16(*gpu_, x, 16, k_x_stride, k_x_stride);
+  const Matrix gw = device_bf16(*gpu_, w, k_max_n, k_w_stride, k_w_stride);
+  const Matrix gb = device_f32(*gpu_, bias, 1, k_max_n);
+  int i = 0, n_runs = 0;
+  for (const std::int64_t m : {1, 2, 3, 4, 5, 8, 13, 16}) {
+    for (const std::int64_t n : {1, 7, 64, 4103}) {
+      for (const std::int64_t k : {8, 64, 4096, 4104}) {
+        const bool with_bias = ++i % 2 == 0;
+        const std::vector<float> ref = cpu_reference(x, k_x_stride, w, k_w_stride, with_bias ? &bias : nullptr, m, n, k);
+        const Matrix xs{nullptr, Tensor{gx.t.data, DType::bf16, m, k, k_x_stride}};
+        const Matrix ws{nullptr, Tensor{gw.t.data, DType::bf16, n, k, k_w_stride}};
+        for (const DType out : {DType::bf16, DType::f32}) {
+          double max_abs = 0.0;
+          for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
+            const Matrix o = poisoned_out(out, m, n, n + (out == DType::f32 ? 2 : 3));
+            const cuda::GemmOperands op = operands(xs, ws, with_bias ? &gb : nullptr, o);
+            ASSERT_TRUE(cuda::SkinnyGemm::supports(op));
+            ASSERT_TRUE(skinny_->enqueue(op, v, gpu_->stream()));
+            const std::string what = fmt::format("[{}, {}] x [{}, {}]^T{} -> {} variant {}", m, k, n, k,
+                                                 with_bias ? " + bias" : "", dtype_name(out), v);
+            const std::vector<float> got = out_values(o, what);
+            double case_abs = 0.0;
+            EXPECT_TRUE(within_tolerance(got, ref, out == DType::f32, &case_abs)) << what << ": max abs error " << case_abs;
+            max_abs = std::max(max_abs, case_abs);
+            ++n_runs;
+          }
+          if (n == k_max_n && (k == 4096 || k == 4104)) {
+            std::printf("[ error    ] [%2lld, %lld] x [%lld, %lld]^T%s -> %s, all variants: max_abs=%.3e\n",
+                        (long long)m, (long long)k, (long long)n, (long long)k, with_bias ? " + bias" : "",
+                        std::string(dtype_name(out)).c_str(), max_abs);
+          }
+        }
+      }
+    }
+  }
+  std::printf("[ skinny   ] %d runs compared\n", n_runs);
+}
+
+TEST_F(CudaSkinnyGemm, DenseRowsAndRunsAreBitIdentical) {
+  // Rows exactly k wide (the weights of a real model), and the same run twice gives the same bits.
+  for (const std::int64_t m : {1, 6, 16}) {
+    const std::int64_t n = 1000, k = 2048;
+    const auto x = random_bf16(std::size_t(m * k), 1.0f), w = random_bf16(std::size_t(n * k), 0.05f);
+    const std::vector<float> ref = cpu_reference(x, k, w, k, nullptr, m, n, k);
+    const Matrix gx = device_bf16(*gpu_, x, m, k, k), gw = device_bf16(*gpu_, w, n, k, k);
+    for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
+      const Matrix a = poisoned_out(DType::f32, m, n, n), b = poisoned_out(DType::f32, m, n, n);
+      ASSERT_TRUE(skinny_->enqueue(operands(gx, gw, nullptr, a), v, gpu_->stream()));
+      ASSERT_TRUE(skinny_->enqueue(operands(gx, gw, nullptr, b), v, gpu_->stream()));
+      const std::vector<float> got_a = out_values(a, "a"), got_b = out_values(b, "b");
+      double max_abs = 0.0;
+      EXPECT_TRUE(within_tolerance(got_a, ref, true, &max_abs)) << "m " << m << " variant " << v << ": " << max_abs;
+      EXPECT_EQ(std::memcmp(got_a.data(), got_b.data(), got_a.size() * 4), 0) << "m " << m << " variant " << v;
+    }
+  }
+}
+
+// A race with the skinny variants as entrants: it records some winner, which replays to the same
+// bits from the runner's plan, from a frozen copy of the table in a new runner, and inside a graph.
+TEST_F(CudaSkinnyGemm, RaceRecordsAWinnerThatReplaysBitIdentically) {
+  if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
+  const cuda::CublasLt lt(cuda::k_default_cuda_root);
+  const cuda::Driver& d = cuda::driver();
+  struct Problem {
+    std::int64_t m, n, k;
+    bool bias_on;
+  };
+  for (const Problem p : {Problem{1, 4096, 4096, false}, Problem{3, 1536, 2048, true}, Problem{16, 640, 4104, false}}) {
+    const std::int64_t m = p.m, n = p.n, k = p.k;
+    const bool bias_on = p.bias_on;
+    const auto x = random_bf16(std::size_t(m * k), 1.0f), w = random_bf16(std::size_t(n * k), 0.05f);
+    const std::vector<float> bias(std::size_t(n), 0.25f);
+    const Matrix gx = device_bf16(*gpu_, x, m, k, k), gw = device_bf16(*gpu_, w, n, k, k);
+    const Matrix gb = device_f32(*gpu_, bias, 1, n);
+    const std::vector<float> ref = cpu_reference(x, k, w, k, bias_on ? &bias : nullptr, m, n, k);
+    // The output as F32 values, with the bias added on the host where the runner left it pending.
+    const auto values = [&](const Matrix& o, cuda::GemmResult r) {
+      EXPECT_NE(r, cuda::GemmResult::unsupported);
+      std::vector<float> v = out_values(o, "race");
+      if (r == cuda::GemmResult::bias_pending) {
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] += bias[i % std::size_t(n)];
+      }
+      return v;
+    };
+    const auto run = [&](cuda::GemmRunner& runner, GemmTuning& tuning) {
+      const Matrix o = poisoned_out(DType::f32, m, n, n);
+      return values(o, runner.run(operands(gx, gw, bias_on ? &gb : nullptr, o), tuning));
+    };
+    cuda::GemmRunner runner(lt, gpu_->device().arch(), gpu_->stream(), make_skinny());
+    GemmTuning tuning;
+    const std::vector<float> first = run(runner, tuning);
+    EXPECT_EQ(tuning.n_timed(), 1);
+    const GemmShapeKey key{GemmTuning::bucket_m(m), n, k, DType::f32, bias_on, gpu_->device().arch(), lt.version()};
+    const GemmChoice* won = tuning.find(key);
+    ASSERT_NE(won, nullptr);
+    EXPECT_GE(won->n_candidates, 1 + k_skinny_gemm_n_variants) << "cuBLASLt's candidates and every skinny variant";
+    std::printf("[ race     ] [%lld, %lld] x [%lld, %lld]^T%s: %s variant %u, %.2f us, best of %u\n", (long long)m,
+                (long long)k, (long long)n, (long long)k, bias_on ? " + bias" : "",
+                won->kind == GemmKind::skinny ? "skinny" : "cublaslt", unsigned(won->variant), won->time_us,
+                unsigned(won->n_candidates));
+    double max_abs = 0.0;
+    EXPECT_TRUE(within_tolerance(first, ref, true, &max_abs)) << max_abs;
+    EXPECT_EQ(run(runner, tuning), first) << "the plan replays its winner";
+
+    GemmTuning frozen = GemmTuning::parse(tuning.serialize());
+    frozen.set_frozen(true);
+    cuda::GemmRunner fresh(lt, gpu_->device().arch(), gpu_->stream(), make_skinny());
+    EXPECT_EQ(run(fresh, frozen), first) << "a frozen table replays the same kernel";
+    EXPECT_EQ(frozen.n_timed(), 0);
+
+    // The same plan captured into a graph (planned above, so the capture only enqueues).
+    const Matrix o = poisoned_out(DType::f32, m, n, n);
+    const cuda::GemmOperands op = operands(gx, gw, bias_on ? &gb : nullptr, o);
+    gpu_->synchronize();
+    cuda::check(d.stream_begin_capture(gpu_->stream().handle(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                "cuStreamBeginCapture");
+    const cuda::GemmResult captured = fresh.run(op, frozen);
+    CUgraph graph = nullptr;
+    cuda::check(d.stream_end_capture(gpu_->stream().handle(), &graph), "cuStreamEndCapture");
+    CUgraphExec exec = nullptr;
+    cuda::check(d.graph_instantiate(&exec, graph, 0), "cuGraphInstantiate");
+    cuda::check(d.graph_launch(exec, gpu_->stream().handle()), "cuGraphLaunch");
+    gpu_->synchronize();
+    d.graph_exec_destroy(exec);
+    d.graph_destroy(graph);
+    EXPECT_EQ(values(o, captured), first) << "the graph replays the same kernel";
+  }
+}
+
+// A package's frozen table naming skinny variants: CudaBackend::linear runs them (bias included,
+// BF16 and F32 outputs), eagerly and inside a graph capture, with no timing.
+TEST_F(CudaSkinnyGemm, FrozenSkinnyChoicesRunThroughTheBackend) {
+  if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
+  const cuda::CublasLt lt(cuda::k_default_cuda_root);
+  const std::int64_t m = 5, n = 777, k = 1032;
+  const auto x = random_bf16(std::size_t(m * k), 1.0f), w = random_bf16(std::size_t(n * k), 0.05f);
+  std::vector<float> bias(static_cast<std::size_t>(n));
+  for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
+  const Matrix gx = device_bf16(*gpu_, x, m, k, k + 8), gw = device_bf16(*gpu_, w, n, k, k);
+  const Matrix gb = device_f32(*gpu_, bias, 1, n);
+  const std::vector<float> ref = cpu_reference(x, k, w, k, &bias, m, n, k);
+  for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
+    GemmTuning table;
+    for (const DType out : {DType::bf16, DType::f32}) {
+      table.insert({GemmTuning::bucket_m(m), n, k, out, true, gpu_->device().arch(), lt.version()},
+                   {.kind = GemmKind::skinny, .variant = std::uint8_t(v), .algo = {}, .time_us = 1.0f, .n_candidates = 1});
+    }
+    GemmTuning frozen = GemmTuning::parse(table.serialize());
+    frozen.set_frozen(true);
+    gpu_->install_gemm_tuning(std::move(frozen));
+    for (const DType out : {DType::bf16, DType::f32}) {
+      const Matrix o = poisoned_out(out, m, n, n + 5);
+      gpu_->linear(gx.t, gw.t, &gb.t, o.t);
+      const std::string what = fmt::format("linear variant {} -> {}", v, dtype_name(out));
+      const std::vector<float> eager = out_values(o, what);
+      double max_abs = 0.0;
+      EXPECT_TRUE(within_tolerance(eager, ref, out == DType::f32, &max_abs)) << what << ": " << max_abs;
+
+      const Matrix g = poisoned_out(out, m, n, n + 5);
+      auto graph = gpu_->capture([&] { gpu_->linear(gx.t, gw.t, &gb.t, g.t); });
+      ASSERT_NE(graph, nullptr);
+      gpu_->replay(*graph);
+      gpu_->synchronize();
+      EXPECT_EQ(out_values(g, what + " (graph)"), eager) << what;
+    }
+    EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 0);
+  }
+}
+
+// Informational: for each Llama-3.1-8B decode GEMM (m 1, BF16 out; the vocabulary head F32), the
+// best of cuBLASLt's raced candidates against the best skinny variant, with weight-read GB/s and
+// the device's copy bandwidth. Weights rotate over copies that together exceed L2, as 32 layers do.
+TEST_F(CudaSkinnyGemm, DecodeShapesCublasltVersusSkinny) {
+  if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
+  const cuda::CublasLt lt(cuda::k_default_cuda_root);
+  bench::cuda::DeviceFill fill(*gpu_);
+  bench::DeviceRates rates;
+  bench::cuda::measure_copy_bandwidth(*gpu_, std::uint64_t(1) << 30, bench::BenchOptions{}, rates);
+  std::printf("[ decode   ] copy bandwidth %.0f GB/s (read + write)\n", rates.copy_gbs);
+  struct Shape {
+    const char* what;
+    std::int64_t n, k;
+    DType out;
+  };
+  for (const Shape s : {Shape{"qkv", 6144, 4096, DType::bf16}, Shape{"o", 4096, 4096, DType::bf16},
+                        Shape{"gate_up", 28672, 4096, DType::bf16}, Shape{"down", 4096, 14336, DType::bf16},
+                        Shape{"lm_head", 128256, 4096, DType::f32}}) {
+    const std::uint64_t w_bytes = std::uint64_t(s.n * s.k * 2);
+    const std::size_t n_copies = std::size_t(std::max<std::uint64_t>(1, (std::uint64_t(256) << 20) / w_bytes + 1));
+    std::vector<std::unique_ptr<Buffer>> weights;
+    std::vector<Tensor> w;
+    for (std::size_t c = 0; c < n_copies; ++c) {
+      weights.push_back(gpu_->allocate(w_bytes));
+      w.push_back(Tensor::of(*weights.back(), DType::bf16, s.n, s.k));
+      fill.tensor(w.back(), 100 + c, 0.05f);
+    }
+    auto x_buf = gpu_->allocate(std::size_t(s.k) * 2), out_buf = gpu_->allocate(std::size_t(s.n) * 4);
+    const Tensor x = Tensor::of(*x_buf, DType::bf16, 1, s.k);
+    const Tensor out = Tensor::of(*out_buf, s.out, 1, s.n);
+    fill.tensor(x, 7, 1.0f);
+    const auto op_of = [&](std::size_t c) {
+      return cuda::GemmOperands{.x = CUdeviceptr(x.data), .x_stride = s.k, .w = CUdeviceptr(w[c].data),
+                                .w_stride = s.k, .bias = 0, .out = CUdeviceptr(out.data), .out_stride = s.n,
+                                .out_dtype = s.out, .m = 1, .n = s.n, .k = s.k};
+    };
+    const auto time_us = [&](const std::function<void(const cuda::GemmOperands&)>& enqueue) {
+      std::size_t c = 0;
+      const bench::Timing t = bench::cuda::time_runs(gpu_->stream(), 10, 50, [&] { enqueue(op_of(c++ % n_copies)); });
+      return 1000.0 * t.median_ms;
+    };
+    cuda::GemmRunner cublaslt_only(lt, gpu_->device().arch(), gpu_->stream());
+    GemmTuning tuning;
+    cublaslt_only.run(op_of(0), tuning);  // races cuBLASLt's candidates
+    const double lt_us = time_us([&](const cuda::GemmOperands& op) { cublaslt_only.run(op, tuning); });
+    double best_us = 0.0;
+    int best_v = -1;
+    for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
+      const double us = time_us([&](const cuda::GemmOperands& op) { skinny_->enqueue(op, v, gpu_->stream()); });
+      if (best_v < 0 || us < best_us) best_us = us, best_v = v;
+    }
+    const double bound_us = double(w_bytes) / (rates.copy_gbs * 1e3);  // as the bench's breakdown: bytes at copy GB/s
+    std::printf("[ decode   ] %-8s n %6lld k %5lld: cublaslt %7.2f us %5.0f GB/s (%3.0f%% of bound)   skinny v%d %7.2f us "
+                "%5.0f GB/s (%3.0f%%)\n",
+                s.what, (long long)s.n, (long long)s.k, lt_us, double(w_bytes) / (lt_us * 1e3), 100.0 * bound_us / lt_us,
+                best_v, best_us, double(w_bytes) / (best_us * 1e3), 100.0 * bound_us / best_us);
+  }
+}
+
+}  // namespace
+}  // namespace flare::helios
+
+#endif  // FLARE_HAVE_CUDA
