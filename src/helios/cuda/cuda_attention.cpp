@@ -129,29 +129,32 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   if (p.sliding_window > 0) max_keys = std::min<std::int64_t>(max_keys, p.sliding_window);
   int n_splits = decode_splits(n_ctas, device().n_multiprocessors, max_keys);
 
-  // Scratch: partials acc [n_rows][n_heads][n_splits][head_dim] f32, then ml [n_rows][n_heads][n_splits]
-  // float2, then the merge counters [n_rows][n_heads] int (one per CTA column; zero between launches).
+  // Scratch: the merge counters [n_rows][n_heads] int at a fixed place in front (zero between
+  // launches: the merging CTA resets its own), then partials acc [n_rows][n_heads][n_splits][head_dim]
+  // f32 and ml [n_rows][n_heads][n_splits] float2 (rewritten by every launch).
   const std::size_t n_slots = std::size_t(n_rows) * std::size_t(p.n_heads) * std::size_t(n_splits);
   const std::size_t acc_bytes = n_slots * std::size_t(p.head_dim) * 4;
-  const std::size_t counters_offset = acc_bytes + n_slots * 8;
-  const std::size_t counters_bytes = std::size_t(n_rows) * std::size_t(p.n_heads) * 4;
-  if (n_splits > 1 &&
-      (!attention_scratch_ || attention_scratch_->size_bytes() < counters_offset + counters_bytes)) {
+  const std::size_t counters_needed = std::size_t(n_rows) * std::size_t(p.n_heads);
+  if (n_splits > 1 && (!attention_scratch_ || counters_needed > attention_counters_ ||
+                       attention_scratch_->size_bytes() < attention_counters_ * 4 + acc_bytes + n_slots * 8)) {
     // rows x splits <= rows + (CTAs per SM x SMs) for any row count (decode_splits).
     const std::int64_t max_rows = std::max<std::int64_t>(n_rows, k_scratch_rows);
     const std::size_t max_slots =
         std::size_t(max_rows + std::int64_t(k_decode_ctas_per_sm) * device().n_multiprocessors) * std::size_t(p.n_heads);
     const std::size_t slot_bytes = std::size_t(p.head_dim) * 4 + 8;
-    const std::size_t size = std::max(n_slots, max_slots) * slot_bytes + std::size_t(max_rows) * p.n_heads * 4;
+    const std::size_t counters = std::max(counters_needed, std::size_t(max_rows) * std::size_t(p.n_heads));
+    const std::size_t counters_bytes = (counters * 4 + 255) / 256 * 256;
+    const std::size_t size = counters_bytes + std::max(n_slots, max_slots) * slot_bytes;
     stream_.synchronize();  // queued kernels may still use the old buffer
     attention_scratch_ = std::make_unique<DeviceMemory>(size);
-    // The counters may sit anywhere in it (their offset follows the step's shape): zero it all.
-    check(driver().memset_d8_async(attention_scratch_->address(), 0, size, stream_.handle()), "cuMemsetD8Async");
+    attention_counters_ = counters_bytes / 4;
+    check(driver().memset_d8_async(attention_scratch_->address(), 0, counters_bytes, stream_.handle()),
+          "cuMemsetD8Async");
     ++graph_generation_;  // graphs that recorded the old buffer must be captured again
   }
-  CUdeviceptr acc_ptr = n_splits > 1 ? attention_scratch_->address() : 0;
+  CUdeviceptr counters_ptr = n_splits > 1 ? attention_scratch_->address() : 0;
+  CUdeviceptr acc_ptr = n_splits > 1 ? counters_ptr + attention_counters_ * 4 : 0;
   CUdeviceptr ml_ptr = n_splits > 1 ? acc_ptr + acc_bytes : 0;
-  CUdeviceptr counters_ptr = n_splits > 1 ? acc_ptr + counters_offset : 0;
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
   CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = arrays_.block_tables;
   long long q_stride = q.stride, out_stride = out.stride;
@@ -166,8 +169,8 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
         "cuFuncSetAttribute");
   launch(f,
-         {.grid_x = unsigned(n_splits),
-          .grid_y = unsigned(p.n_kv_heads * (group_size / heads_per_cta)),
+         {.grid_x = unsigned(p.n_kv_heads * (group_size / heads_per_cta)),
+          .grid_y = unsigned(n_splits),
           .grid_z = unsigned(n_rows),
           .block_x = 128,
           .shared_bytes = smem},

@@ -142,7 +142,8 @@ class CudaBackend final : public Backend {
   // scratch that grows on demand (whoever reallocates one must bump it), so graphs recapture.
   std::uint64_t graph_generation_ = 0;
   StepArrays arrays_;
-  std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode partials, grows on demand
+  std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode counters and partials, grows on demand
+  std::size_t attention_counters_ = 0;                // merge counters at its front
 
   // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.
   void init_gemm(const std::filesystem::path& kernel_cache_dir, const std::filesystem::path& cuda_root);

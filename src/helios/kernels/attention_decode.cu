@@ -2,7 +2,7 @@
 // on tensor cores. Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][HEAD_DIM],
 // bf16 or fp8 e4m3 (per-tensor scale 1). A position's page is block_tables[row_first_block[row] + pos / page_size].
 //
-//   flare_attention_decode: grid (n_splits, n_kv_heads * n_head_groups, n_rows), block 128.
+//   flare_attention_decode: grid (n_kv_heads * n_head_groups, n_splits, n_rows), block 128.
 //     One CTA takes GROUP query heads that share one kv head (the whole GQA group when it is <= 16),
 //     so each K/V byte is read from memory once per group. The GROUP heads are the rows of a 16-row
 //     mma.sync m16n8k16 tile (rows past GROUP are zero): S = Q K^T and O += P V run on tensor cores,
@@ -15,9 +15,10 @@
 //       - S = Q K^T, k-steps 2p and 2p+1: the thread (group g, quad t) of the warp supplies dims
 //         [32p + 8t, 32p + 8t + 8) of key g of the 8-key n-tile, as one 16-byte load (8 bytes for fp8);
 //         Q's A fragments use the same dim order.
-//       - O = P V: output column c of dim n-tile j is dim c * (HEAD_DIM / 8) + j, so the thread needs
-//         HEAD_DIM / 8 consecutive dims of each of its four keys (2t, 2t+1, 2t+8, 2t+9 of the 16):
-//         one or two 16-byte loads per key, paired into B fragments with byte permutes.
+//       - O = P V: output column c of dim n-tile j is dim 64 (j / 8) + 8c + j % 8, so the thread
+//         needs dims [64u + 8g, +8) of each of its four keys (2t, 2t+1, 2t+8, 2t+9 of the 16) for
+//         each 64 dims u: one 16-byte load per key and u (8 bytes for fp8), paired into B
+//         fragments with byte permutes.
 //     BF16 pages use the bf16 mma; FP8 pages are converted e4m3 -> f16 (exact, one instruction per
 //     pair on sm_89+) and use the f16 mma, Q and P converted to f16 (Q saturated to +-65504).
 //     The grid depends only on (n_rows, heads, n_splits), never on positions, so a CUDA graph replays
@@ -54,6 +55,9 @@
 
 constexpr int k_warps = 4;
 constexpr int k_max_splits = 64;  // the host's k_max_decode_splits
+// A split takes at least this many keys: short rows use fewer splits (the rest exit at once), so
+// a CTA's pipeline has a few iterations to overlap and the merge has fewer partials to read.
+constexpr int k_min_split_keys = 128;
 constexpr int k_keys_per_warp_iter = 16;                        // one P V k-step
 constexpr int k_keys_per_cta_iter = k_keys_per_warp_iter * k_warps;
 constexpr int k_ksteps = HEAD_DIM / 16;                         // S = Q K^T k-steps
@@ -183,7 +187,7 @@ __device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsign
 #endif
 }
 
-// grid (n_splits, n_kv_heads * n_head_groups, n_rows), block 32 * k_warps.
+// grid (n_kv_heads * n_head_groups, n_splits, n_rows), block 32 * k_warps.
 extern "C" __global__ void __launch_bounds__(32 * k_warps)
 flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_rows, n_heads * HEAD_DIM]
                        __nv_bfloat16* __restrict__ out, long long out_stride,    // like q (n_splits == 1)
@@ -205,18 +209,20 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     if (dynamic_bytes < unsigned(k_smem_bytes)) __trap();
   }
 
-  const int split = blockIdx.x, row = blockIdx.z;
+  // The kv head (group) varies fastest over the grid, so the CTAs resident together read every kv
+  // head of the same slots: whole slot rows of the page rather than one head's slice of many.
+  const int split = blockIdx.y, row = blockIdx.z;
   const int group_size = n_heads / n_kv_heads;
   const int n_head_groups = group_size / GROUP;
-  const int kv_head = blockIdx.y / n_head_groups;
-  const int head0 = kv_head * group_size + (blockIdx.y % n_head_groups) * GROUP;
+  const int kv_head = blockIdx.x / n_head_groups;
+  const int head0 = kv_head * group_size + (blockIdx.x % n_head_groups) * GROUP;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates: group (row / key / dim), quad
 
   // This split's share of the row's keys [first, length).
   const int length = positions[row] + 1;
   const int first = sliding_window > 0 ? max(0, length - sliding_window) : 0;
-  int chunk = (length - first + n_splits - 1) / n_splits;
+  int chunk = max((length - first + n_splits - 1) / n_splits, k_min_split_keys);
   chunk = (chunk + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter * k_keys_per_cta_iter;
   const int begin = first + split * chunk;
   const int end = min(length, begin + chunk);
@@ -275,10 +281,10 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     for (int v = 0; v < 4; ++v) {
       const int key = base + 2 * t + (v % 2) + 8 * (v / 2);
       const bool valid = key < end;
-      const kv_t* vp = (valid ? key_address(key) : head_base) + half_elems + g * k_dim_ntiles;
+      const kv_t* vp = (valid ? key_address(key) : head_base) + half_elems + g * 8;
 #pragma unroll
       for (int c = 0; c < k_v_units; ++c) {
-        flare_cp_async(unit_address(stage, 2 * k_k_chunks + v * k_v_units + c), vp + c * 8, valid);
+        flare_cp_async(unit_address(stage, 2 * k_k_chunks + v * k_v_units + c), vp + c * 64, valid);
       }
     }
   };
@@ -361,7 +367,9 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       pa[2 * n + 1] = flare_pack(p[2], p[3]);
     }
 
-    // O += P V: dim n-tile j, column g is dim g * k_dim_ntiles + j; rows 2t, 2t+1 | 2t+8, 2t+9.
+    // O += P V: dim n-tile j, column g is dim 64 (j / 8) + 8 g + j % 8 (the thread's V units hold
+    // dims [64 c + 8 g, +8), so the eight lanes of a key read 128 contiguous bytes per unit);
+    // rows 2t, 2t+1 | 2t+8, 2t+9.
     unsigned vw[4][k_v_words];
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
@@ -400,7 +408,8 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   __syncthreads();
   for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += 32 * k_warps) {
     const int h = e / HEAD_DIM, d = e % HEAD_DIM;
-    const int slot = (d % k_dim_ntiles) * 8 + d / k_dim_ntiles;  // dim d is column d / NT of n-tile d % NT
+    const int slot = ((d / 64) * 8 + d % 8) * 8 + (d % 64) / 8;  // dim d: column (d % 64) / 8 of n-tile
+                                                                  // (d / 64) * 8 + d % 8
     float total_m = flare_neg_inf();
 #pragma unroll
     for (int w = 0; w < k_warps; ++w) total_m = fmaxf(total_m, s_m[w][h]);
@@ -428,45 +437,65 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   __threadfence();  // this CTA's partials are visible to whichever CTA merges
   __syncthreads();
   if (threadIdx.x == 0) {
-    int* counter = counters + (long long)row * gridDim.y + blockIdx.y;
+    int* counter = counters + (long long)row * gridDim.x + blockIdx.x;
     s_last = atomicAdd(counter, 1) == n_splits - 1;
     if (s_last) *counter = 0;  // every split has counted: ready for the next launch
   }
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  // Each split's weight in the merged softmax (normalization folded in), then the weighted sums.
+  // The splits that saw keys (every head of a split saw the same keys), each one's weight in the
+  // merged softmax per head (normalization folded in), then the weighted sums, 4 dims a thread.
   __shared__ float2 s_ml[GROUP][k_max_splits];
   __shared__ float s_weight[GROUP][k_max_splits];
-  for (int e = threadIdx.x; e < GROUP * n_splits; e += 32 * k_warps) {
+  __shared__ int s_live[k_max_splits];
+  __shared__ int s_n_live;
+  for (int e = threadIdx.x; e < GROUP * n_splits; e += k_threads) {
     const int h = e / n_splits, sp = e % n_splits;
     s_ml[h][sp] = __ldcg(&partial_ml[((long long)row * n_heads + head0 + h) * n_splits + sp]);
   }
   __syncthreads();
+  if (threadIdx.x == 0) {
+    int n_live = 0;
+    for (int sp = 0; sp < n_splits; ++sp) {
+      if (s_ml[0][sp].y != 0.0f) s_live[n_live++] = sp;
+    }
+    s_n_live = n_live;
+  }
+  __syncthreads();
+  const int n_live = s_n_live;
   if (threadIdx.x < GROUP) {
     const int h = threadIdx.x;
     float total_m = flare_neg_inf();
-    for (int sp = 0; sp < n_splits; ++sp) total_m = fmaxf(total_m, s_ml[h][sp].x);
+    for (int i = 0; i < n_live; ++i) total_m = fmaxf(total_m, s_ml[h][s_live[i]].x);
     float total_l = 0.0f;
-    for (int sp = 0; sp < n_splits; ++sp) {
-      const float2 ml = s_ml[h][sp];
-      const float weight = ml.y == 0.0f ? 0.0f : exp2f(ml.x - total_m);  // a split without keys: 0
-      s_weight[h][sp] = weight;
+    for (int i = 0; i < n_live; ++i) {
+      const float2 ml = s_ml[h][s_live[i]];
+      const float weight = exp2f(ml.x - total_m);
+      s_weight[h][i] = weight;
       total_l += ml.y * weight;
     }
     const float inv_l = 1.0f / total_l;
-    for (int sp = 0; sp < n_splits; ++sp) s_weight[h][sp] *= inv_l;
+    for (int i = 0; i < n_live; ++i) s_weight[h][i] *= inv_l;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += 32 * k_warps) {
-    const int h = e / HEAD_DIM, d = e % HEAD_DIM;
+  for (int e = threadIdx.x; e < GROUP * HEAD_DIM / 4; e += k_threads) {
+    const int h = e / (HEAD_DIM / 4), d = (e % (HEAD_DIM / 4)) * 4;
     const float* acc = partial_acc + ((long long)row * n_heads + head0 + h) * n_splits * HEAD_DIM + d;
-    float total = 0.0f;
-#pragma unroll 8
-    for (int sp = 0; sp < n_splits; ++sp) {
-      const float weight = s_weight[h][sp];
-      if (weight != 0.0f) total += __ldcg(acc + (long long)sp * HEAD_DIM) * weight;
+    float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int i = 0; i < n_live; ++i) {
+      const float weight = s_weight[h][i];
+      const float4 a = __ldcg(reinterpret_cast<const float4*>(acc + (long long)s_live[i] * HEAD_DIM));
+      total.x += a.x * weight;
+      total.y += a.y * weight;
+      total.z += a.z * weight;
+      total.w += a.w * weight;
     }
-    out[(long long)row * out_stride + (long long)(head0 + h) * HEAD_DIM + d] = __float2bfloat16(total);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(total.x, total.y), hi = __floats2bfloat162_rn(total.z, total.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const unsigned*>(&lo);
+    packed.y = *reinterpret_cast<const unsigned*>(&hi);
+    *reinterpret_cast<uint2*>(out + (long long)row * out_stride + (long long)(head0 + h) * HEAD_DIM + d) = packed;
   }
 }
