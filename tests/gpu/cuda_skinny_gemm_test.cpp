@@ -52,7 +52,8 @@ class CudaSkinnyGemm : public testing::Test {
   }
 
   std::unique_ptr<cuda::SkinnyGemm> make_skinny() {
-    return std::make_unique<cuda::SkinnyGemm>([this](const std::string& entry) { return module_->function(entry.c_str()); });
+    return std::make_unique<cuda::SkinnyGemm>([this](const std::string& entry) { return module_->function(entry.c_str()); },
+                                              false);
   }
 
   std::vector<std::uint16_t> random_bf16(std::size_t n, float scale) {

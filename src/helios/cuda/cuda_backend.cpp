@@ -118,7 +118,9 @@ std::size_t CudaBackend::load_prebuilt_modules() {
 
 void CudaBackend::launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name) {
   if (shape.grid_x == 0 || shape.grid_y == 0 || shape.grid_z == 0) return;  // nothing to compute
-  cuda::launch(f, shape, stream_, std::move(args), name);
+  LaunchShape s = shape;
+  s.overlap_previous = programmatic_launch(device());
+  cuda::launch(f, s, stream_, std::move(args), name);
 }
 
 std::unique_ptr<Buffer> CudaBackend::allocate(std::size_t size_bytes) { return std::make_unique<DeviceBuffer>(size_bytes); }

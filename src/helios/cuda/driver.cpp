@@ -1,6 +1,9 @@
 // The CUDA driver through dlopen (see driver.h).
 #include "helios/cuda/driver.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include <dlfcn.h>
 
 #include <mutex>
@@ -63,6 +66,7 @@ LoadResult load_driver() {
   FLARE_CU_RESOLVE(module_get_function, cuModuleGetFunction);
   FLARE_CU_RESOLVE(launch_kernel, cuLaunchKernel);
   FLARE_CU_RESOLVE(func_set_attribute, cuFuncSetAttribute);
+  FLARE_CU_RESOLVE(launch_kernel_ex, cuLaunchKernelEx);
   FLARE_CU_RESOLVE(event_create, cuEventCreate);
   FLARE_CU_RESOLVE(event_destroy, cuEventDestroy);
   FLARE_CU_RESOLVE(event_record, cuEventRecord);
@@ -229,10 +233,39 @@ CUfunction Module::function(const char* entry) const {
   return f;
 }
 
+bool programmatic_launch(const DeviceInfo& device) {
+  static const bool wanted = [] {
+    const char* v = std::getenv("FLARE_CUDA_PDL");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return wanted && device.compute_major >= 9;
+}
+
+CUresult try_launch(CUfunction function, const LaunchShape& s, CUstream stream, void** args) {
+  if (!s.overlap_previous) {
+    return driver().launch_kernel(function, s.grid_x, s.grid_y, s.grid_z, s.block_x, s.block_y, s.block_z,
+                                  s.shared_bytes, stream, args, nullptr);
+  }
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = s.grid_x;
+  config.gridDimY = s.grid_y;
+  config.gridDimZ = s.grid_z;
+  config.blockDimX = s.block_x;
+  config.blockDimY = s.block_y;
+  config.blockDimZ = s.block_z;
+  config.sharedMemBytes = s.shared_bytes;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return driver().launch_kernel_ex(&config, function, args, nullptr);
+}
+
 void launch(CUfunction function, const LaunchShape& s, const Stream& stream, std::vector<void*> args,
             std::string_view kernel_name) {
-  const CUresult r = driver().launch_kernel(function, s.grid_x, s.grid_y, s.grid_z, s.block_x, s.block_y, s.block_z,
-                                            s.shared_bytes, stream.handle(), args.data(), nullptr);
+  const CUresult r = try_launch(function, s, stream.handle(), args.data());
   if (r != CUDA_SUCCESS) fail(ExitCode::failure, "CUDA call cuLaunchKernel failed for {}: {}", kernel_name, error_text(r));
 }
 

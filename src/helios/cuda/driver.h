@@ -45,6 +45,7 @@ struct Driver {
   decltype(&::cuModuleGetFunction) module_get_function = nullptr;
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
   decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;  // dynamic shared memory above 48 KiB
+  decltype(&::cuLaunchKernelEx) launch_kernel_ex = nullptr;      // programmatic dependent launch
   decltype(&::cuEventCreate) event_create = nullptr;
   decltype(&::cuEventDestroy) event_destroy = nullptr;
   decltype(&::cuEventRecord) event_record = nullptr;
@@ -174,9 +175,21 @@ struct LaunchShape {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned block_x = 1, block_y = 1, block_z = 1;
   unsigned shared_bytes = 0;
+  // Programmatic dependent launch: the kernel may start while the previous one on the stream
+  // finishes, and waits for it with griddepcontrol.wait (every Flare kernel does, first thing).
+  bool overlap_previous = false;
 };
 
-// cuLaunchKernel with `args` pointing at each argument's value, in the kernel's parameter order.
+// Whether kernels on this device launch with overlap_previous: sm_90 and later when the
+// environment sets FLARE_CUDA_PDL=1. Off by default: on an H200 the Llama-3.1-8B batch-1 decode
+// graph ran 2.5% slower with it (docs/PERF.md), the early trigger letting waiting CTAs crowd the
+// running kernel's SMs.
+bool programmatic_launch(const DeviceInfo& device);
+
+// cuLaunchKernel (cuLaunchKernelEx with overlap_previous) with `args` pointing at each argument's
+// value, in the kernel's parameter order. Returns the driver's answer.
+CUresult try_launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** args);
+// The same; a failure throws flare::Error naming the kernel.
 void launch(CUfunction function, const LaunchShape& shape, const Stream& stream, std::vector<void*> args,
             std::string_view kernel_name);
 

@@ -24,7 +24,7 @@ int tile_index(int tile) { return std::countr_zero(unsigned(tile)); }  // 1, 2, 
 
 }  // namespace
 
-SkinnyGemm::SkinnyGemm(const Loader& load) {
+SkinnyGemm::SkinnyGemm(const Loader& load, bool overlap_previous) : overlap_previous_(overlap_previous) {
   for (int t = 0; t < k_n_tiles; ++t) {
     for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
       functions_[t][v][0] = load(entry_name(1 << t, v, DType::bf16));
@@ -55,7 +55,8 @@ bool SkinnyGemm::enqueue(const GemmOperands& op, int variant, const Stream& stre
   int m = int(op.m), n = int(op.n), k = int(op.k);
   void* args[] = {&x, &x_stride, &w, &w_stride, &bias, &out, &out_stride, &m, &n, &k};
   const unsigned grid = unsigned((op.n + rows - 1) / rows);
-  return driver().launch_kernel(f, grid, 1, 1, k_threads, 1, 1, 0, stream.handle(), args, nullptr) == CUDA_SUCCESS;
+  const LaunchShape shape{.grid_x = grid, .block_x = unsigned(k_threads), .overlap_previous = overlap_previous_};
+  return try_launch(f, shape, stream.handle(), args) == CUDA_SUCCESS;
 }
 
 }  // namespace flare::helios::cuda

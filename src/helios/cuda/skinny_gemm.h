@@ -29,7 +29,8 @@ class SkinnyGemm {
  public:
   // Returns the entry point `entry` of kernel source "skinny_gemm".
   using Loader = std::function<CUfunction(const std::string& entry)>;
-  explicit SkinnyGemm(const Loader& load);
+  // overlap_previous: launch with programmatic dependent launch (programmatic_launch(), driver.h).
+  SkinnyGemm(const Loader& load, bool overlap_previous);
 
   // Whether the kernel takes the problem: 1 <= m <= 16, k % 8 == 0, x and w (base and row stride)
   // 16-byte aligned, n and k within int, bf16 or f32 output.
@@ -47,6 +48,7 @@ class SkinnyGemm {
   static constexpr int k_n_tiles = 5;  // m tiles 1, 2, 4, 8, 16
   // [tile index][variant][output: 0 bf16, 1 f32]
   std::array<std::array<std::array<CUfunction, 2>, k_skinny_gemm_n_variants>, k_n_tiles> functions_{};
+  bool overlap_previous_ = false;
 };
 
 }  // namespace flare::helios::cuda

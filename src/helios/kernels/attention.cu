@@ -12,6 +12,17 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef KV_FP8
 #define KV_FP8 0
 #endif
@@ -42,6 +53,7 @@ flare_kv_store(const __nv_bfloat16* __restrict__ k, long long k_stride,  // [n_t
                int layer, int n_pages, int page_size, int n_kv_heads,
                const int* __restrict__ positions, const int* __restrict__ token_rows,
                const int* __restrict__ row_first_block, const int* __restrict__ block_tables) {
+  flare_pdl_enter();
   const long long t = blockIdx.x;
   const long long page_elems = 2LL * page_size * n_kv_heads * HEAD_DIM;
   const long long half_elems = (long long)page_size * n_kv_heads * HEAD_DIM;
@@ -68,6 +80,7 @@ flare_attention(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_
                 int n_tokens, int n_heads, float scale, int sliding_window,
                 const int* __restrict__ positions, const int* __restrict__ token_rows,
                 const int* __restrict__ row_first_block, const int* __restrict__ block_tables) {
+  flare_pdl_enter();
   const long long warp = (long long)blockIdx.x * k_warps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (warp >= (long long)n_tokens * n_heads) return;  // whole warps leave together

@@ -36,6 +36,17 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef HEAD_DIM
 #error "attention_decode needs HEAD_DIM"
 #endif
@@ -196,6 +207,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
                        int n_heads, float scale_log2, int sliding_window, int n_splits,
                        const int* __restrict__ positions, const int* __restrict__ row_first_block,
                        const int* __restrict__ block_tables, int* __restrict__ counters) {
+  flare_pdl_enter();
   // The copy ring; after the key loop it holds, per warp, acc [GROUP][HEAD_DIM + 4] in fragment
   // order (n-tile j, column c at j * 8 + c; the padding spreads a store's rows over banks).
   extern __shared__ __align__(16) unsigned char s_ring[];

@@ -16,6 +16,17 @@
 // Defines: HEAD_DIM (64 or 128, required), KV_FP8 (1: e4m3 pages, default 0).
 #include <cuda_bf16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef HEAD_DIM
 #error "attention_prefill needs HEAD_DIM"
 #endif
@@ -156,6 +167,7 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
                         int n_tokens, int n_heads, float scale_log2, int sliding_window,
                         const int* __restrict__ positions, const int* __restrict__ token_rows,
                         const int* __restrict__ row_first_block, const int* __restrict__ block_tables) {
+  flare_pdl_enter();
   __shared__ __align__(128) unsigned char s_k[k_block_n * HEAD_DIM * 2];
   __shared__ __align__(128) unsigned char s_v[k_block_n * HEAD_DIM * 2];
 

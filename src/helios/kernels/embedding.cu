@@ -4,6 +4,17 @@
 // Defines: FLARE_BLOCK (threads per block, default 256).
 #include <cuda_bf16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef FLARE_BLOCK
 #define FLARE_BLOCK 256
 #endif
@@ -14,6 +25,7 @@ flare_embedding(const __nv_bfloat16* __restrict__ table,  // [vocab, cols] row s
                 const int* __restrict__ tokens,            // [n_tokens]
                 __nv_bfloat16* __restrict__ out,           // [n_tokens, cols] row stride out_stride
                 long long out_stride, int cols) {
+  flare_pdl_enter();
   const long long t = blockIdx.x;
   const int token = tokens[t];
   __nv_bfloat16* dst = out + t * out_stride;

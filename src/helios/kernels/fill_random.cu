@@ -7,6 +7,17 @@
 // Grid-stride loops: any grid covers any n.
 #include <cuda_bf16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ unsigned long long flare_fill_hash(unsigned long long seed, unsigned long long i) {
   unsigned long long z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -21,6 +32,7 @@ __device__ __forceinline__ float flare_fill_uniform(unsigned long long seed, uns
 
 extern "C" __global__ void flare_fill_random_bf16(__nv_bfloat16* __restrict__ out, unsigned long long n,
                                                   unsigned long long seed, float scale, float offset) {
+  flare_pdl_enter();
   const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
     out[i] = __float2bfloat16(offset + scale * flare_fill_uniform(seed, i));
@@ -29,6 +41,7 @@ extern "C" __global__ void flare_fill_random_bf16(__nv_bfloat16* __restrict__ ou
 
 extern "C" __global__ void flare_fill_random_f32(float* __restrict__ out, unsigned long long n,
                                                  unsigned long long seed, float scale, float offset) {
+  flare_pdl_enter();
   const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
     out[i] = offset + scale * flare_fill_uniform(seed, i);
@@ -39,6 +52,7 @@ extern "C" __global__ void flare_fill_random_f32(float* __restrict__ out, unsign
 // finite and normal (S.1111.111 is NaN).
 extern "C" __global__ void flare_fill_random_f8e4m3(unsigned char* __restrict__ out, unsigned long long n,
                                                     unsigned long long seed) {
+  flare_pdl_enter();
   const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
     const unsigned long long h = flare_fill_hash(seed, i);

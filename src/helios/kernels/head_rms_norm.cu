@@ -4,6 +4,17 @@
 // Defines: HEAD_DIM (required), FLARE_BLOCK (threads per block, a multiple of 32, default 256).
 #include <cuda_bf16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef HEAD_DIM
 #error "head_rms_norm needs HEAD_DIM"
 #endif
@@ -18,6 +29,7 @@ flare_head_rms_norm(__nv_bfloat16* x, long long stride,  // [rows, n_heads * HEA
                     int rows, int n_heads,
                     const float* __restrict__ weight,     // [HEAD_DIM] f32
                     float eps) {
+  flare_pdl_enter();
   const long long warp = (blockIdx.x * (long long)FLARE_BLOCK + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (warp >= (long long)rows * n_heads) return;  // whole warps leave together

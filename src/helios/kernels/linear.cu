@@ -6,6 +6,17 @@
 // Defines: none.
 #include <cuda_bf16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 constexpr int k_tile_m = 64;
 constexpr int k_tile_n = 64;
 constexpr int k_tile_k = 32;
@@ -67,11 +78,13 @@ __device__ __forceinline__ void flare_linear_tile(const __nv_bfloat16* __restric
 extern "C" __global__ void __launch_bounds__(k_threads)
 flare_linear_bf16(const __nv_bfloat16* x, long long x_stride, const __nv_bfloat16* w, long long w_stride,
                   const float* bias, __nv_bfloat16* out, long long out_stride, int m, int n, int k) {
+  flare_pdl_enter();
   flare_linear_tile(x, x_stride, w, w_stride, bias, out, out_stride, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(k_threads)
 flare_linear_f32(const __nv_bfloat16* x, long long x_stride, const __nv_bfloat16* w, long long w_stride,
                  const float* bias, float* out, long long out_stride, int m, int n, int k) {
+  flare_pdl_enter();
   flare_linear_tile(x, x_stride, w, w_stride, bias, out, out_stride, m, n, k);
 }

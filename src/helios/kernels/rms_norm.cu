@@ -13,6 +13,17 @@
 // Defines: FLARE_BLOCK (threads per block of flare_rms_norm, a multiple of 32, default 256).
 #include <cuda_bf16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef FLARE_BLOCK
 #define FLARE_BLOCK 256
 #endif
@@ -72,6 +83,7 @@ flare_rms_norm_vec(const __nv_bfloat16* x, long long x_stride,          // [rows
                    float eps,
                    __nv_bfloat16* out, long long out_stride,            // [rows, cols]
                    int cols) {
+  flare_pdl_enter();
   const long long row = blockIdx.x;
   const int n_chunks = cols / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * x_stride);
@@ -142,6 +154,7 @@ flare_rms_norm(const __nv_bfloat16* x, long long x_stride,    // [rows, cols]
                float eps,
                __nv_bfloat16* out, long long out_stride,      // [rows, cols]
                int cols) {
+  flare_pdl_enter();
   const long long row = blockIdx.x;
   const __nv_bfloat16* xr = x + row * x_stride;
   __nv_bfloat16* rr = residual ? residual + row * residual_stride : nullptr;

@@ -6,6 +6,17 @@
 // Defines: HEAD_DIM, ROTARY_HALF (rotary_dim / 2 <= HEAD_DIM / 2) required; FLARE_BLOCK (default 256).
 #include <cuda_bf16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef HEAD_DIM
 #error "rotary needs HEAD_DIM"
 #endif
@@ -31,7 +42,8 @@ flare_rotary(__nv_bfloat16* q, long long q_stride, int n_q_heads,  // [n_tokens,
              long long inv_freq_stride, int inv_freq_rows,
              float attention_factor,
              const int* __restrict__ positions,                     // [n_tokens]
-             const int* __restrict__ token_rows) {                  // [n_tokens] step row of each token
+             const int* __restrict__ token_rows) {
+  flare_pdl_enter();                  // [n_tokens] step row of each token
   __shared__ float cos_s[ROTARY_HALF];
   __shared__ float sin_s[ROTARY_HALF];
   const long long t = blockIdx.x;

@@ -17,6 +17,17 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef HEAD_DIM
 #error "rotary_kv_store needs HEAD_DIM"
 #endif
@@ -55,6 +66,7 @@ flare_rotary_kv_store(__nv_bfloat16* q, long long q_stride, int n_q_heads,      
                       int layer, int n_pages, int page_size,
                       const int* __restrict__ positions, const int* __restrict__ token_rows,  // [n_tokens]
                       const int* __restrict__ row_first_block, const int* __restrict__ block_tables) {
+  flare_pdl_enter();
   __shared__ float cos_s[ROTARY_HALF];
   __shared__ float sin_s[ROTARY_HALF];
   __shared__ float head_s[k_warps][HEAD_DIM];  // each warp's head, where lanes find rotation partners

@@ -28,6 +28,17 @@
 // touched), so the host zeroes it once when it allocates it.
 // Defines: FLARE_BLOCK (threads per CTA, a multiple of 32, default 512).
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef FLARE_BLOCK
 #define FLARE_BLOCK 512
 #endif
@@ -609,6 +620,7 @@ flare_sample(const float* __restrict__ logits, long long logits_stride, int voca
              int* marks,                                                             // scratch [n_rows, vocab], zero
              int2* lists,                                                            // scratch [n_rows, 2, vocab]
              FlareSampleResult* __restrict__ results) {                              // [n_rows]
+  flare_pdl_enter();
   __shared__ FlareShared s;
   const int tid = threadIdx.x;
   const FlareSampleRow& p = rows[blockIdx.x];  // read on use: a copy would hold 20 registers

@@ -7,6 +7,17 @@
 // Defines: FLARE_BLOCK (threads per block, at least the host's launch, default 256).
 #include <cuda_bf16.h>
 
+// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// kernel may start launching once every CTA of this one has started, and this one waits for the
+// previous kernel to finish (its results, and its reads of what this one overwrites) before
+// touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 #ifndef FLARE_BLOCK
 #define FLARE_BLOCK 256
 #endif
@@ -16,7 +27,8 @@ __device__ __forceinline__ float flare_silu_mul(float g, float u) { return g / (
 extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)
 flare_swiglu_vec(const __nv_bfloat16* __restrict__ gate_up, long long gate_up_stride,  // [rows, 2 * inter]
                  __nv_bfloat16* __restrict__ out, long long out_stride,                // [rows, inter]
-                 int inter, long long n_chunks) {                                      // rows * inter / 8
+                 int inter, long long n_chunks) {
+  flare_pdl_enter();                                      // rows * inter / 8
   const long long chunk = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (chunk >= n_chunks) return;
   const int per_row = inter / 8;
@@ -41,6 +53,7 @@ extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)
 flare_swiglu(const __nv_bfloat16* __restrict__ gate_up, long long gate_up_stride,  // [rows, 2 * inter]
              __nv_bfloat16* __restrict__ out, long long out_stride,                // [rows, inter]
              int inter) {
+  flare_pdl_enter();
   const long long row = blockIdx.y;
   const __nv_bfloat16* g = gate_up + row * gate_up_stride;
   const __nv_bfloat16* u = g + inter;
