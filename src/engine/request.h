@@ -105,6 +105,9 @@ struct StepOutput {
   FinishReason finish_reason = FinishReason::none;
   TokenId stop_token_id = -1;            // the id that finished the choice with `stop`, if any
   std::string error_message;             // with FinishReason::error
+  // With FinishReason::error: the engine ran out of KV memory for the request (the device refused
+  // more pages); error_message has the spec's capacity form and a retry may fit.
+  bool capacity_error = false;
   Usage usage;                           // cumulative for the whole request
   bool request_finished = false;         // every choice has finished; no more outputs follow
 };

@@ -286,6 +286,7 @@ void Scheduler::retire_unfit() {
                          " reserved pages: the device had no memory for more";
     }
     error.options = options_.kv_capacity_options + ", a smaller max_tokens or n";
+    r->error_is_capacity = true;
     for (auto& outputs : retire(*r, FinishReason::error, error.message())) capacity_failures_.push_back(std::move(outputs));
   }
 }

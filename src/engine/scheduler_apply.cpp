@@ -144,7 +144,10 @@ void Scheduler::collect_outputs(Request& r, std::vector<RequestOutputs>& out) {
     if (report_finish) {
       o.finish_reason = c.finish;
       o.stop_token_id = c.stop_token;
-      if (c.finish == FinishReason::error) o.error_message = r.error_message;
+      if (c.finish == FinishReason::error) {
+        o.error_message = r.error_message;
+        o.capacity_error = r.error_is_capacity;
+      }
       c.finish_reported = true;
     }
     o.usage = usage;

@@ -48,6 +48,7 @@ struct Scheduler::Request {
   std::vector<TokenOutput> prompt_logprobs;
   bool prompt_logprobs_sent = false;
   std::string error_message;
+  bool error_is_capacity = false;  // error_message is a capacity error (StepOutput::capacity_error)
   std::int64_t touched_step = -1;     // the last apply() that ran one of its rows
   std::int64_t scheduled_stamp = -1;  // the schedule() call that last gave it a row
   std::int64_t unfit_stamp = -1;      // the schedule() call that found the pool cannot hold it

@@ -127,4 +127,27 @@ HttpResponse admission_error_response(ApiStyle style, const engine::AdmissionErr
   return response;
 }
 
+namespace {
+
+int generation_error_status(ApiStyle style, const ChoiceStream& stream) {
+  if (!stream.capacity_error()) return 500;
+  return style == ApiStyle::anthropic ? 529 : 503;
+}
+
+}  // namespace
+
+std::string generation_error_body(ApiStyle style, const ChoiceStream& stream) {
+  const int status = generation_error_status(style, stream);
+  if (stream.capacity_error()) return error_body(style, status, stream.error_message(), {}, "server_busy");
+  return error_body(style, status, "generation failed: " + stream.error_message());
+}
+
+HttpResponse generation_error_response(ApiStyle style, const ChoiceStream& stream) {
+  HttpResponse response;
+  response.status = generation_error_status(style, stream);
+  response.body = generation_error_body(style, stream);
+  if (stream.capacity_error()) response.headers.emplace_back("Retry-After", "1");
+  return response;
+}
+
 }  // namespace flare::server

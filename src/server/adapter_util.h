@@ -24,6 +24,13 @@ json chat_logprobs_json(const std::vector<LogprobEntry>& entries, int32_t n_top)
 // Converts a tool call's argument text into what a client expects: the text as is.
 json usage_json_openai(const engine::Usage& usage);
 
+// A choice that ended in an engine error, answered whole: running out of KV memory is the spec's
+// capacity error and worth a retry (503, Anthropic's 529, with Retry-After); anything else is a
+// 500 "generation failed".
+HttpResponse generation_error_response(ApiStyle style, const ChoiceStream& stream);
+// The same error as the body of a streamed error event (the stream has already answered 200).
+std::string generation_error_body(ApiStyle style, const ChoiceStream& stream);
+
 // One ChoiceStream per choice, usage bookkeeping and stop-string cancellations.
 class ResponderBase : public GenerationResponder {
  public:

@@ -141,7 +141,9 @@ class MessagesResponder final : public ResponderBase {
     std::string out;
     for (const auto& event : delta.events) out += stream_event(event);
     if (done_) {
-      if (choice(0).finish_reason() == engine::FinishReason::error) return out + stream_error(choice(0).error_message());
+      if (choice(0).finish_reason() == engine::FinishReason::error) {
+        return out + sse_event("error", json::parse(generation_error_body(ApiStyle::anthropic, choice(0))));
+      }
       out += close_block();
       out += sse_event("message_delta", {{"type", "message_delta"},
                                          {"delta", {{"stop_reason", stop_reason()}, {"stop_sequence", stop_sequence()}}},
@@ -154,7 +156,7 @@ class MessagesResponder final : public ResponderBase {
   HttpResponse final_response() override {
     const ChoiceStream& stream = choice(0);
     if (stream.finish_reason() == engine::FinishReason::error) {
-      return {500, "application/json", error_body(ApiStyle::anthropic, 500, "generation failed: " + stream.error_message()), {}};
+      return generation_error_response(ApiStyle::anthropic, stream);
     }
     json content = json::array();
     if (!stream.reasoning().empty()) content.push_back({{"type", "thinking"}, {"thinking", stream.reasoning()}, {"signature", ""}});

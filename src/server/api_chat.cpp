@@ -69,7 +69,7 @@ class ChatResponder final : public ResponderBase {
     for (size_t i = 0; i < n_choices(); ++i) {
       const ChoiceStream& stream = choice(i);
       if (stream.finish_reason() == engine::FinishReason::error) {
-        return {500, "application/json", error_body(ApiStyle::openai, 500, "generation failed: " + stream.error_message()), {}};
+        return generation_error_response(ApiStyle::openai, stream);
       }
       json message = {{"role", "assistant"}, {"content", stream.content()}};
       if (!stream.reasoning().empty()) message["reasoning_content"] = stream.reasoning();
@@ -144,7 +144,7 @@ class ChatResponder final : public ResponderBase {
     if (finish_sent_[index] || !choice(index).finished()) return {};
     finish_sent_[index] = true;
     if (choice(index).finish_reason() == engine::FinishReason::error) {
-      return sse_data(json::parse(error_body(ApiStyle::openai, 500, "generation failed: " + choice(index).error_message())));
+      return sse_data(json::parse(generation_error_body(ApiStyle::openai, choice(index))));
     }
     return chunk({{"index", index}, {"delta", json::object()}, {"logprobs", nullptr},
                   {"finish_reason", chat_finish_reason(choice(index))}});

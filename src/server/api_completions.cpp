@@ -86,7 +86,7 @@ class CompletionResponder final : public ResponderBase {
     for (size_t i = 0; i < n_choices(); ++i) {
       const ChoiceStream& stream = choice(i);
       if (stream.finish_reason() == engine::FinishReason::error) {
-        return {500, "application/json", error_body(ApiStyle::openai, 500, "generation failed: " + stream.error_message()), {}};
+        return generation_error_response(ApiStyle::openai, stream);
       }
       std::string text = echo_ ? prompt_texts_[i / n_per_request_] + stream.raw_text() : stream.raw_text();
       json logprobs;
@@ -129,7 +129,7 @@ class CompletionResponder final : public ResponderBase {
     if (finish_sent_[index] || !choice(index).finished()) return {};
     finish_sent_[index] = true;
     if (choice(index).finish_reason() == engine::FinishReason::error) {
-      return sse_data(json::parse(error_body(ApiStyle::openai, 500, "generation failed: " + choice(index).error_message())));
+      return sse_data(json::parse(generation_error_body(ApiStyle::openai, choice(index))));
     }
     return chunk({{"index", index}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish_name(choice(index))}});
   }

@@ -136,7 +136,7 @@ class ResponsesResponder final : public ResponderBase {
 
   HttpResponse final_response() override {
     if (choice(0).finish_reason() == engine::FinishReason::error) {
-      return {500, "application/json", error_body(ApiStyle::openai, 500, "generation failed: " + choice(0).error_message()), {}};
+      return generation_error_response(ApiStyle::openai, choice(0));
     }
     return {200, "application/json", dump_json(response_json(final_status())), {}};
   }

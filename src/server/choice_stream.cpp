@@ -60,6 +60,7 @@ ChoiceDelta ChoiceStream::push(const engine::StepOutput& output) {
       finish_reason_ = output.finish_reason;
       stop_token_id_ = output.stop_token_id;
       error_message_ = output.error_message;
+      capacity_error_ = output.capacity_error;
     }
   }
   if (finished() && parser_) {

@@ -63,6 +63,7 @@ class ChoiceStream {
   const std::string& matched_stop_string() const { return matched_stop_; }  // when stopped by a string
   engine::TokenId stop_token_id() const { return stop_token_id_; }
   const std::string& error_message() const { return error_message_; }
+  bool capacity_error() const { return capacity_error_; }  // see engine::StepOutput::capacity_error
   // Totals over the whole choice (non-streaming responses).
   const std::string& raw_text() const { return raw_text_; }
   const std::string& content() const { return content_; }
@@ -87,6 +88,7 @@ class ChoiceStream {
   std::string matched_stop_;
   engine::TokenId stop_token_id_ = -1;
   std::string error_message_;
+  bool capacity_error_ = false;
   std::string raw_text_, content_, reasoning_;
   std::vector<ToolCall> tool_calls_;
   std::vector<LogprobEntry> logprobs_, prompt_logprobs_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "fake_model.h"
 
@@ -78,7 +79,10 @@ struct Harness {
       for (auto& o : ro.outputs) {
         for (auto& t : o.tokens) tokens[ro.handle].push_back(t.token_id);
         if (o.finish_reason != FinishReason::none) finish[ro.handle] = o.finish_reason;
-        if (o.finish_reason == FinishReason::error) errors[ro.handle] = o.error_message;
+        if (o.finish_reason == FinishReason::error) {
+          errors[ro.handle] = o.error_message;
+          if (o.capacity_error) capacity_errors.insert(ro.handle);
+        }
       }
     }
   }
@@ -118,6 +122,7 @@ struct Harness {
   std::map<RequestHandle, std::vector<TokenId>> tokens;
   std::map<RequestHandle, FinishReason> finish;
   std::map<RequestHandle, std::string> errors;
+  std::set<RequestHandle> capacity_errors;  // errors marked as the capacity error
 };
 
 TEST(SchedulerGrowth, PagesGrowAsRequestsNeedThem) {
@@ -161,6 +166,7 @@ TEST(SchedulerGrowth, ARequestTheMemoryCannotHoldEndsWithACapacityError) {
   EXPECT_EQ(h.finish[hbig], FinishReason::error);
   EXPECT_NE(h.errors[hbig].find("needs 32 tokens of KV cache (8 pages)"), std::string::npos) << h.errors[hbig];
   EXPECT_NE(h.errors[hbig].find("the device had no memory for more"), std::string::npos) << h.errors[hbig];
+  EXPECT_EQ(h.capacity_errors, std::set<RequestHandle>{hbig});  // the server answers it as capacity
   EXPECT_LT(h.tokens[hbig].size(), 20u);
 
   // Now that growth is known to fail, a request that cannot fit is answered before it runs, and

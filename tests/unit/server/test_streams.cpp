@@ -1,5 +1,7 @@
 // Engine outputs -> API responses: OpenAI chunks, Anthropic's exact event order, Responses
 // events, stop strings, logprobs and non-streaming bodies.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -304,6 +306,41 @@ TEST_F(StreamTest, EngineErrorBecomesStreamError) {
   std::string out = chat.responder->on_output(0, failure);
   EXPECT_NE(out.find("device lost"), std::string::npos);
   EXPECT_NE(out.find("[DONE]"), std::string::npos);
+}
+
+TEST_F(StreamTest, EngineCapacityErrorIsARetryableCapacityAnswer) {
+  engine::StepOutput failure;
+  failure.finish_reason = engine::FinishReason::error;
+  failure.error_message = "needs 32 tokens of KV cache (8 pages) for this request alone; has 16 tokens of KV cache. "
+                          "Options: --kv-cache-limit.";
+  failure.capacity_error = true;
+  failure.request_finished = true;
+
+  auto chat = job("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
+  chat.responder->on_output(0, failure);
+  HttpResponse response = chat.responder->final_response();
+  EXPECT_EQ(response.status, 503);
+  EXPECT_NE(std::find(response.headers.begin(), response.headers.end(), std::pair<std::string, std::string>{"Retry-After", "1"}),
+            response.headers.end());
+  json body = json::parse(response.body);
+  EXPECT_EQ(body["error"]["message"], failure.error_message);  // the capacity form, no "generation failed"
+  EXPECT_EQ(body["error"]["code"], "server_busy");
+
+  auto messages = job("/v1/messages", R"({"model": "demo", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})");
+  messages.responder->on_output(0, failure);
+  HttpResponse anthropic = messages.responder->final_response();
+  EXPECT_EQ(anthropic.status, 529);
+  EXPECT_EQ(json::parse(anthropic.body)["error"]["type"], "overloaded_error");
+
+  auto streamed = job("/v1/completions", R"({"prompt": "hi", "stream": true})");
+  std::string out = streamed.responder->on_output(0, failure);
+  EXPECT_NE(out.find("service_unavailable"), std::string::npos) << out;
+  EXPECT_EQ(out.find("generation failed"), std::string::npos) << out;
+
+  failure.capacity_error = false;  // any other engine error stays a 500
+  auto other = job("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
+  other.responder->on_output(0, failure);
+  EXPECT_EQ(other.responder->final_response().status, 500);
 }
 
 TEST(AdmissionErrors, CapacityForm) {
