@@ -9,9 +9,10 @@
 //     with F32 accumulation and an online softmax in base 2, as in attention_prefill.cu. Each warp walks
 //     its own keys, 16 per iteration (every fourth block of 16 in the split), and the four warps merge
 //     in shared memory at the end.
-//     Fragments come straight from global memory, without shared memory: a dot product does not care
-//     in which order dims are summed, nor P V in which order keys are, so dims are assigned to fragment
-//     slots such that every thread loads whole 16-byte chunks:
+//     Each thread copies (cp.async, a ring of k_stages iterations, below) exactly the chunks it
+//     will itself use as fragments, so no thread waits for another: a dot product does not care in
+//     which order dims are summed, nor P V in which order keys are, so dims are assigned to fragment
+//     slots such that every thread's chunks are whole 16-byte pieces of a key:
 //       - S = Q K^T, k-steps 2p and 2p+1: the thread (group g, quad t) of the warp supplies dims
 //         [32p + 8t, 32p + 8t + 8) of key g of the 8-key n-tile, as one 16-byte load (8 bytes for fp8);
 //         Q's A fragments use the same dim order.
@@ -23,11 +24,11 @@
 //     pair on sm_89+) and use the f16 mma, Q and P converted to f16 (Q saturated to +-65504).
 //     The grid depends only on (n_rows, heads, n_splits), never on positions, so a CUDA graph replays
 //     it for any lengths: each split reads its row's length from `positions` and takes an equal share
-//     of the keys (rounded to whole CTA iterations of 64); splits left without keys write an empty
-//     partial. With n_splits == 1 the CTA normalizes and writes `out` itself; otherwise the last CTA
-//     of a (row, head group) to finish, found with a counter per pair, merges the splits' partials
-//     (log-sum-exp) into `out` and resets the counter for the next launch, which saves a merge
-//     kernel per layer.
+//     of the keys (at least k_min_split_keys, rounded to whole CTA iterations of 64); splits left
+//     without keys write an empty partial. With n_splits == 1 the CTA normalizes and writes `out`
+//     itself; otherwise the last CTA of a (row, head group) to finish, found with a counter per
+//     pair, merges the splits' partials (log-sum-exp) into `out` and resets the counter for the
+//     next launch, which saves a merge kernel per layer.
 // Partials: acc [n_rows][n_heads][n_splits][HEAD_DIM] f32 (unnormalized, relative to the split's
 // maximum), ml [n_rows][n_heads][n_splits] float2 (maximum score in log2 units, sum of weights).
 // Counters: int [n_rows][n_kv_heads * n_head_groups], zero before the first launch.
@@ -36,7 +37,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// Programmatic dependent launch (sm_90+, where the host launches every kernel with it): the next
+// Programmatic dependent launch (sm_90+, when the host launches with it: FLARE_CUDA_PDL=1): the next
 // kernel may start launching once every CTA of this one has started, and this one waits for the
 // previous kernel to finish (its results, and its reads of what this one overwrites) before
 // touching global memory. Both are no-ops for a plain launch.
