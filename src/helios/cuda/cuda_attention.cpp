@@ -166,8 +166,10 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
                            {"KV_FP8", kv_fp8_define(l)}};
   const CUfunction f = function("attention_decode", "flare_attention_decode", defines);
   const unsigned smem = attention_decode_smem_bytes(p.head_dim, l.dtype == DType::f8_e4m3);
-  check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
-        "cuFuncSetAttribute");
+  if (attention_decode_smem_set_.insert(f).second) {  // once per loaded function, not per launch
+    check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
+          "cuFuncSetAttribute");
+  }
   launch(f,
          {.grid_x = unsigned(p.n_kv_heads * (group_size / heads_per_cta)),
           .grid_y = unsigned(n_splits),

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -144,6 +145,7 @@ class CudaBackend final : public Backend {
   StepArrays arrays_;
   std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode counters and partials, grows on demand
   std::size_t attention_counters_ = 0;                // merge counters at its front
+  std::set<CUfunction> attention_decode_smem_set_;    // decode kernels allowed their dynamic ring
 
   // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.
   void init_gemm(const std::filesystem::path& kernel_cache_dir, const std::filesystem::path& cuda_root);
