@@ -9,10 +9,10 @@
 //     with F32 accumulation and an online softmax in base 2, as in attention_prefill.cu. Each warp walks
 //     its own keys, 16 per iteration (every fourth block of 16 in the split), and the four warps merge
 //     in shared memory at the end.
-//     Each thread copies (cp.async, a ring of k_stages iterations, below) exactly the chunks it
-//     will itself use as fragments, so no thread waits for another: a dot product does not care in
-//     which order dims are summed, nor P V in which order keys are, so dims are assigned to fragment
-//     slots such that every thread's chunks are whole 16-byte pieces of a key:
+//     Keys come through a cp.async ring in shared memory (below), each thread's fragments in its own
+//     column, so reads never conflict. A dot product does not care in which order dims are summed,
+//     nor P V in which order keys are, so dims are assigned to fragment slots such that every
+//     thread's fragments are whole 16-byte pieces of a key (8 bytes for fp8):
 //       - S = Q K^T, k-steps 2p and 2p+1: the thread (group g, quad t) of the warp supplies dims
 //         [32p + 8t, 32p + 8t + 8) of key g of the 8-key n-tile, as one 16-byte load (8 bytes for fp8);
 //         Q's A fragments use the same dim order.
@@ -85,16 +85,35 @@ typedef __nv_bfloat16 kv_t;
 typedef uint4 unit_t;  // 8 bf16 values
 #endif
 
-// The copy pipeline: every thread copies (cp.async) the 8-element units it will itself read, into
-// its own column of a shared-memory ring of k_stages iterations, so no thread waits for another
-// and k_stages - 1 iterations of loads are in flight while one computes. Per iteration a thread
-// copies 2 x k_k_chunks K units (keys g and g + 8, dims [32p + 8t, +8)) and k_v_units per V key
-// (dims [g * k_dim_ntiles, +k_dim_ntiles) of four keys). The ring is dynamic shared memory of
-// k_smem_bytes, which the host sets (attention_decode_smem_bytes in cuda_attention.cpp).
+// The copy pipeline: each thread reads its fragments from its own column of a shared-memory ring
+// of k_stages iterations (8-element units, k_units a thread per iteration: 2 x k_k_chunks K units,
+// keys g and g + 8, dims [32p + 8t, +8); k_v_units per V key, dims [64c + 8g, +8) of four keys), so
+// reads are conflict-free and k_stages - 1 iterations of loads are in flight while one computes.
+// The warp fills its 32 columns together: one cp.async instruction copies whole consecutive units
+// of whole keys (a key's K or V is contiguous), so every L2 request is a full 128-byte line. Copying
+// only a thread's own fragments would split each line over two to four requests, and the L2, not
+// DRAM, then bounds the kernel. A unit goes to its reader's column XOR a swizzle (k_swizzle) that
+// keeps both the warp's copies and its reads free of bank conflicts. The ring is dynamic shared
+// memory of k_smem_bytes, which the host sets (attention_decode_smem_bytes in cuda_attention.cpp).
 constexpr int k_v_units = HEAD_DIM / 64;
 constexpr int k_units = 2 * k_k_chunks + 4 * k_v_units;
 constexpr int k_stages = KV_FP8 ? 4 : 3;
 constexpr int k_smem_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t));
+constexpr int k_key_units = HEAD_DIM / 8;                            // units per key, K or V
+constexpr int k_keys_per_copy = 32 / k_key_units;                    // keys per warp-wide copy
+constexpr int k_copies = k_keys_per_warp_iter / k_keys_per_copy;     // copies per iteration, K or V
+
+// The column of reader lane `lane`'s unit `unit` within its warp's 32: a bijection of lanes for each
+// unit that changes only bits the read phase (8 lanes for 16-byte units, 16 for 8-byte ones) keeps
+// fixed, so reads stay conflict-free, while the eight or sixteen units one copy phase writes land
+// in distinct banks (checked for both unit sizes and head dims).
+__device__ __forceinline__ int flare_swizzle(int lane, int unit) {
+#if KV_FP8
+  return lane ^ (4 * (unit % 4)) ^ (((lane >> 4) + 2 * (unit % 2)) & 3);
+#else
+  return lane ^ ((lane >> 3) & 3) ^ (4 * (unit & 1));
+#endif
+}
 constexpr int k_v_words = k_v_units * int(sizeof(unit_t)) / 4;  // 32-bit words per V key per thread
 
 __device__ __forceinline__ float flare_neg_inf() { return -__int_as_float(0x7f800000); }
@@ -154,7 +173,7 @@ __device__ __forceinline__ void flare_cp_async(unsigned dst, const kv_t* src, bo
 #if KV_FP8
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
 #else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 #endif
 }
 __device__ __forceinline__ void flare_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -232,12 +251,15 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates: group (row / key / dim), quad
 
-  // This split's share of the row's keys [first, length).
+  // This split's share of the row's keys [first, length). Warps take keys in blocks of 16 aligned
+  // to positions (keys before `first` masked), so with pages of a multiple of 16 tokens (the default
+  // is 16) a block lies in one page and costs one block-table read.
   const int length = positions[row] + 1;
   const int first = sliding_window > 0 ? max(0, length - sliding_window) : 0;
-  int chunk = max((length - first + n_splits - 1) / n_splits, k_min_split_keys);
+  const int start = first - first % k_keys_per_warp_iter;
+  int chunk = max((length - start + n_splits - 1) / n_splits, k_min_split_keys);
   chunk = (chunk + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter * k_keys_per_cta_iter;
-  const int begin = first + split * chunk;
+  const int begin = start + split * chunk;
   const int end = min(length, begin + chunk);
 
   // Q as A fragments (rows: heads head0 + g and head0 + g + 8, zero past GROUP), dims in K's order.
@@ -276,34 +298,34 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   // Iteration i of this warp covers keys [first_base + 64 i, +16).
   const int first_base = begin + warp * k_keys_per_warp_iter;
   const int n_iters = first_base < end ? (end - first_base + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter : 0;
-  const unsigned ring = unsigned(__cvta_generic_to_shared(s_ring)) + threadIdx.x * unsigned(sizeof(unit_t));
-  const auto unit_address = [&](int stage, int unit) {
-    return ring + unsigned((stage * k_units + unit) * k_threads) * unsigned(sizeof(unit_t));
+  // Copy c of an iteration covers keys [c * k_keys_per_copy, +k_keys_per_copy) of the warp's 16,
+  // lane `lane` unit lane % k_key_units of key lane / k_key_units, in K and in V.
+  const unsigned warp_ring = unsigned(__cvta_generic_to_shared(s_ring)) + warp * 32 * unsigned(sizeof(unit_t));
+  const auto slot = [&](int stage, int unit, int reader) {
+    return unsigned((stage * k_units + unit) * k_threads + flare_swizzle(reader, unit)) * unsigned(sizeof(unit_t));
   };
+  const int copy_key = lane / k_key_units, copy_unit = lane % k_key_units;
+  const bool block_in_page = page_size % k_keys_per_warp_iter == 0;
   const auto issue = [&](int i) {
     const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
+    const kv_t* block = block_in_page ? key_address(base) : head_base;
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      const int key = base + 8 * n + g;
-      const bool valid = key < end;
-      const kv_t* kp = valid ? key_address(key) : head_base;
-#pragma unroll
-      for (int p = 0; p < k_k_chunks; ++p) flare_cp_async(unit_address(stage, n * k_k_chunks + p), kp + p * 32 + t * 8, valid);
-    }
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int key = base + 2 * t + (v % 2) + 8 * (v / 2);
-      const bool valid = key < end;
-      const kv_t* vp = (valid ? key_address(key) : head_base) + half_elems + g * 8;
-#pragma unroll
-      for (int c = 0; c < k_v_units; ++c) {
-        flare_cp_async(unit_address(stage, 2 * k_k_chunks + v * k_v_units + c), vp + c * 64, valid);
-      }
+    for (int c = 0; c < k_copies; ++c) {
+      const int k = c * k_keys_per_copy + copy_key;  // 0..15: K n-tile k / 8, column k % 8
+      const bool valid = base + k >= first && base + k < end;
+      const kv_t* kp = !valid ? head_base : block_in_page ? block + (long long)k * slot_elems : key_address(base + k);
+      // K: reader (g = k % 8, t = unit % 4), unit (k / 8, p = unit / 4).
+      flare_cp_async(warp_ring + slot(stage, (k / 8) * k_k_chunks + copy_unit / 4, 4 * (k % 8) + copy_unit % 4),
+                     kp + copy_unit * 8, valid);
+      // V: reader (g = unit % 8, t = (k % 8) / 2), key slot v = k % 2 + 2 (k / 8), 64-dim block unit / 8.
+      flare_cp_async(warp_ring + slot(stage, 2 * k_k_chunks + (k % 2 + 2 * (k / 8)) * k_v_units + copy_unit / 8,
+                                      4 * (copy_unit % 8) + (k % 8) / 2),
+                     kp + half_elems + copy_unit * 8, valid);
     }
   };
+  const unsigned char* warp_units = s_ring + warp * 32 * sizeof(unit_t);
   const auto unit = [&](int stage, int u) {
-    return *reinterpret_cast<const unit_t*>(s_ring + (stage * k_units + u) * k_threads * sizeof(unit_t) +
-                                            threadIdx.x * sizeof(unit_t));
+    return *reinterpret_cast<const unit_t*>(warp_units + slot(stage, u, lane));
   };
 
 #pragma unroll
@@ -313,9 +335,11 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   }
 #pragma unroll 1
   for (int i = 0; i < n_iters; ++i) {
+    __syncwarp();  // every lane is done reading the stage the next copies refill
     if (i + k_stages - 1 < n_iters) issue(i + k_stages - 1);
     flare_cp_async_commit();
-    flare_cp_async_wait<k_stages - 1>();  // iteration i's units are in (this thread's own copies)
+    flare_cp_async_wait<k_stages - 1>();  // this thread's copies of iteration i are in ...
+    __syncwarp();                         // ... and so are the other lanes'
     const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
     unsigned kw[2][k_k_chunks][4];
 #pragma unroll
@@ -343,7 +367,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = base + 8 * n + 2 * t + e % 2;
-        const float x = key < end ? s[n][e] * scale_log2 : flare_neg_inf();
+        const float x = key >= first && key < end ? s[n][e] * scale_log2 : flare_neg_inf();
         s[n][e] = x;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
       }
@@ -353,7 +377,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     for (int r = 0; r < 2; ++r) {
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float new_m = fmaxf(m[r], tile_max[r]);  // finite: key `base` is always < end
+      const float new_m = fmaxf(m[r], tile_max[r]);  // finite: every block has a key in [first, end)
       correction[r] = exp2f(m[r] - new_m);
       shift[r] = new_m;
       m[r] = new_m;
