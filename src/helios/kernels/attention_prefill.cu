@@ -141,7 +141,9 @@ __device__ __forceinline__ void flare_load_tile(unsigned char* tile, const kv_t*
     const kv_t* src = valid ? head_base + (long long)blocks[position / page_size] * page_elems +
                                   (long long)(position % page_size) * slot_elems + chunk * 8
                             : head_base;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+    // Through L1 (.ca): a warp's copies then reach L2 as whole-line requests; the L1-bypassing .cg
+    // form sends one request per 32-byte sector (see attention_decode.cu).
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(
                      flare_smem_address(tile + flare_tile_offset(key, chunk))),
                  "l"(src), "r"(valid ? 16 : 0));
   }
