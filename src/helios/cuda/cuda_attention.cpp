@@ -19,9 +19,12 @@ namespace {
 constexpr float k_log2e = 1.4426950408889634f;
 constexpr int k_max_decode_splits = 64;            // k_max_splits of attention_decode.cu
 constexpr int k_min_keys_per_split = 256;         // fewer keys than this per split is all launch overhead
-constexpr int k_decode_ctas_per_sm = 8;           // the decode grid aims at this many CTAs per SM
-                                                  // (a few waves: the last one's tail stays short)
-constexpr int k_max_decode_heads_per_cta = 16;    // GROUP of attention_decode.cu (the mma tile's rows)
+// The decode grid aims at this many CTAs per SM: about one wave of resident CTAs. More splits
+// than that only add partials to merge and pipeline ramps (H200, Llama-3.1-8B shape: 2 against 8
+// took the batch-64 step at context 1024 from 7.58 to 7.00 ms and batch 1 from 4.28 to 4.22 ms,
+// with 32 x 8k attention unchanged).
+constexpr int k_decode_ctas_per_sm = 2;
+constexpr int k_max_decode_heads_per_cta = 16;    // GROUP of attention_decode.cu (two mma n-tiles)
 // The decode scratch is first sized for this many rows, so that graphs captured after the first
 // decode step (up to that batch) never see it move.
 constexpr std::int64_t k_scratch_rows = 1024;
@@ -61,12 +64,20 @@ int decode_splits(std::int64_t n_ctas, int n_sms, std::int64_t max_keys) {
   return int(std::clamp<std::int64_t>(std::min(wanted, useful), 1, k_max_decode_splits));
 }
 
-// The decode kernel's copy ring (k_smem_bytes of attention_decode.cu; the kernel traps on less):
-// stages x units of 8 elements (2 x head_dim / 32 of K, 4 x head_dim / 64 of V) x 128 threads.
-unsigned attention_decode_smem_bytes(int head_dim, bool fp8) {
+// Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200 at 32 x 8k: BF16
+// 3 (two CTAs an SM, by shared memory), FP8 2 (four CTAs an SM, by registers: with more warps
+// resident the FP8 conversions hide the loads better than a deeper ring does; 3 and 4 stages
+// took 0.18 and 0.22 ms against 0.16).
+int attention_decode_stages(bool fp8) { return fp8 ? 2 : 3; }
+
+// The decode kernel's dynamic shared memory (k_smem_bytes of attention_decode.cu; the kernel traps
+// on less): the copy ring, stages x units of 8 elements (2 x head_dim / 32 of K, 4 x head_dim / 64
+// of V) x 128 threads, or the four warps' accumulators of `group` heads if those are larger.
+unsigned attention_decode_smem_bytes(int head_dim, bool fp8, int group) {
   const int units = 2 * (head_dim / 32) + 4 * (head_dim / 64);
-  const int stages = fp8 ? 4 : 3;
-  return unsigned(stages * units * 128 * (fp8 ? 8 : 16));
+  const int ring = attention_decode_stages(fp8) * units * 128 * (fp8 ? 8 : 16);
+  const int accumulators = 4 * group * (head_dim + 4) * 4;
+  return unsigned(std::max(ring, accumulators));
 }
 
 }  // namespace
@@ -158,14 +169,17 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
   CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = arrays_.block_tables;
   long long q_stride = q.stride, out_stride = out.stride;
-  int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads, n_heads = p.n_heads;
+  int layer = p.layer, n_pages = l.n_pages, n_kv = l.n_kv_heads, n_heads = p.n_heads;
   int window = p.sliding_window;
   float scale_log2 = p.scale * k_log2e;
+  const bool fp8 = l.dtype == DType::f8_e4m3;
   const Defines defines = {{"HEAD_DIM", std::to_string(p.head_dim)},
+                           {"PAGE_SIZE", std::to_string(l.page_size_tokens)},
                            {"GROUP", std::to_string(heads_per_cta)},
-                           {"KV_FP8", kv_fp8_define(l)}};
+                           {"KV_FP8", kv_fp8_define(l)},
+                           {"KV_STAGES", std::to_string(attention_decode_stages(fp8))}};
   const CUfunction f = function("attention_decode", "flare_attention_decode", defines);
-  const unsigned smem = attention_decode_smem_bytes(p.head_dim, l.dtype == DType::f8_e4m3);
+  const unsigned smem = attention_decode_smem_bytes(p.head_dim, fp8, heads_per_cta);
   if (attention_decode_smem_set_.insert(f).second) {  // once per loaded function, not per launch
     check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
           "cuFuncSetAttribute");
@@ -176,8 +190,8 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
           .grid_z = unsigned(n_rows),
           .block_x = 128,
           .shared_bytes = smem},
-         {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &page_size, &n_kv,
-          &n_heads, &scale_log2, &window, &n_splits, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr},
+         {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &n_kv, &n_heads,
+          &scale_log2, &window, &n_splits, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr},
          "attention_decode");
 }
 

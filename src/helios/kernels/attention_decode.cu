@@ -1,39 +1,44 @@
 // Split-KV paged attention for decode steps (every row computes one query token, so token t is row t),
-// on tensor cores. Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][HEAD_DIM],
-// bf16 or fp8 e4m3 (per-tensor scale 1). A position's page is block_tables[row_first_block[row] + pos / page_size].
+// on tensor cores. Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][PAGE_SIZE][n_kv_heads][HEAD_DIM],
+// bf16 or fp8 e4m3 (per-tensor scale 1). A position's page is block_tables[row_first_block[row] + pos / PAGE_SIZE].
 //
 //   flare_attention_decode: grid (n_kv_heads * n_head_groups, n_splits, n_rows), block 128.
 //     One CTA takes GROUP query heads that share one kv head (the whole GQA group when it is <= 16),
-//     so each K/V byte is read from memory once per group. The GROUP heads are the rows of a 16-row
-//     mma.sync m16n8k16 tile (rows past GROUP are zero): S = Q K^T and O += P V run on tensor cores,
-//     with F32 accumulation and an online softmax in base 2, as in attention_prefill.cu. Each warp walks
-//     its own keys, 16 per iteration (every fourth block of 16 in the split), and the four warps merge
-//     in shared memory at the end.
+//     so each K/V byte is read from memory once per group. Keys are the 16 rows and the GROUP heads
+//     the columns (one or two 8-wide n-tiles, columns past GROUP zero) of mma.sync m16n8k16 tiles:
+//     S^T = K Q^T and O^T += V^T P^T run on tensor cores with F32 accumulation and an online softmax
+//     in base 2, as in attention_prefill.cu. With keys as rows, a GQA group of 4 to 8 wastes half a
+//     tile or less, where heads as rows (16) would waste three quarters of every mma, and O^T holds
+//     HEAD_DIM / 16 tiles instead of HEAD_DIM / 8. Each warp walks its own keys, 16 per iteration
+//     (every fourth block of 16 in the split), and the four warps merge in shared memory at the end.
 //     Keys come through a cp.async ring in shared memory (below), each thread's fragments in its own
 //     column, so reads never conflict. A dot product does not care in which order dims are summed,
 //     nor P V in which order keys are, so dims are assigned to fragment slots such that every
 //     thread's fragments are whole 16-byte pieces of a key (8 bytes for fp8):
-//       - S = Q K^T, k-steps 2p and 2p+1: the thread (group g, quad t) of the warp supplies dims
-//         [32p + 8t, 32p + 8t + 8) of key g of the 8-key n-tile, as one 16-byte load (8 bytes for fp8);
-//         Q's A fragments use the same dim order.
-//       - O = P V: output column c of dim n-tile j is dim 64 (j / 8) + 8c + j % 8, so the thread
-//         needs dims [64u + 8g, +8) of each of its four keys (2t, 2t+1, 2t+8, 2t+9 of the 16) for
-//         each 64 dims u: one 16-byte load per key and u (8 bytes for fp8), paired into B
-//         fragments with byte permutes.
+//       - S^T = K Q^T, k-steps 2p and 2p+1: the thread (group g, quad t) of the warp supplies dims
+//         [32p + 8t, +8) of keys g and g + 8 (its A rows), as one 16-byte load each (8 bytes for
+//         fp8); Q^T's B fragments use the same dim order.
+//       - O^T = V^T P^T: rows g | g + 8 of dim m-tile mt are the thread's dims 2mt | 2mt + 1 of
+//         [64u + 8g, +8) for each 64 dims u, so the thread needs those dims of each of its four keys
+//         (2t, 2t+1, 2t+8, 2t+9 of the 16): one 16-byte load per key and u (8 bytes for fp8), paired
+//         into A fragments with byte permutes. P^T's B fragments come from the lanes that hold
+//         those keys' scores (two shuffles per fragment register).
 //     BF16 pages use the bf16 mma; FP8 pages are converted e4m3 -> f16 (exact, one instruction per
 //     pair on sm_89+) and use the f16 mma, Q and P converted to f16 (Q saturated to +-65504).
 //     The grid depends only on (n_rows, heads, n_splits), never on positions, so a CUDA graph replays
 //     it for any lengths: each split reads its row's length from `positions` and takes an equal share
-//     of the keys (at least k_min_split_keys, rounded to whole CTA iterations of 64); splits left
-//     without keys write an empty partial. With n_splits == 1 the CTA normalizes and writes `out`
-//     itself; otherwise the last CTA of a (row, head group) to finish, found with a counter per
-//     pair, merges the splits' partials (log-sum-exp) into `out` and resets the counter for the
-//     next launch, which saves a merge kernel per layer.
+//     of the keys (at least k_min_split_keys, rounded to whole CTA iterations of 64), so the first
+//     n_live splits have keys and the rest exit at once. A row with one live split normalizes and
+//     writes `out` itself; otherwise the last live CTA of a (row, head group) to finish, found with a
+//     counter per pair, merges the live splits' partials (log-sum-exp) into `out` and resets the
+//     counter for the next launch, which saves a merge kernel per layer.
 // Partials: acc [n_rows][n_heads][n_splits][HEAD_DIM] f32 (unnormalized, relative to the split's
 // maximum), ml [n_rows][n_heads][n_splits] float2 (maximum score in log2 units, sum of weights).
 // Counters: int [n_rows][n_kv_heads * n_head_groups], zero before the first launch.
-// Targets sm_80+. Defines: HEAD_DIM (64 or 128, required), GROUP (query heads per CTA, 1..16,
-// default 1), KV_FP8 (1: e4m3 pages, default 0).
+// Targets sm_80+. Defines: HEAD_DIM (64 or 128, required), PAGE_SIZE (tokens per page, required: a
+// package's page size is fixed at export), GROUP (query heads per CTA, 1..16, default 1), KV_FP8
+// (1: e4m3 pages, default 0), KV_STAGES (iterations in the copy ring; the host's choice, which sizes
+// the dynamic shared memory to match).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -50,6 +55,9 @@ __device__ __forceinline__ void flare_pdl_enter() {
 
 #ifndef HEAD_DIM
 #error "attention_decode needs HEAD_DIM"
+#endif
+#ifndef PAGE_SIZE
+#error "attention_decode needs PAGE_SIZE"
 #endif
 #ifndef GROUP
 #define GROUP 1
@@ -74,7 +82,8 @@ constexpr int k_keys_per_warp_iter = 16;                        // one P V k-ste
 constexpr int k_keys_per_cta_iter = k_keys_per_warp_iter * k_warps;
 constexpr int k_ksteps = HEAD_DIM / 16;                         // S = Q K^T k-steps
 constexpr int k_k_chunks = HEAD_DIM / 32;                       // 8-dim K chunks per thread per key
-constexpr int k_dim_ntiles = HEAD_DIM / 8;                      // O n-tiles; also dims per thread per V key
+constexpr int k_dim_mtiles = HEAD_DIM / 16;                     // O^T m-tiles (16 dims each)
+constexpr int k_head_ntiles = (GROUP + 7) / 8;                   // S^T / O^T n-tiles (8 heads each)
 constexpr int k_threads = 32 * k_warps;
 
 #if KV_FP8
@@ -97,8 +106,16 @@ typedef uint4 unit_t;  // 8 bf16 values
 // memory of k_smem_bytes, which the host sets (attention_decode_smem_bytes in cuda_attention.cpp).
 constexpr int k_v_units = HEAD_DIM / 64;
 constexpr int k_units = 2 * k_k_chunks + 4 * k_v_units;
-constexpr int k_stages = KV_FP8 ? 4 : 3;
-constexpr int k_smem_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t));
+#ifndef KV_STAGES
+#define KV_STAGES (KV_FP8 ? 4 : 3)
+#endif
+constexpr int k_stages = KV_STAGES;
+constexpr int k_ring_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t));
+// After the key loop the same memory holds the warps' accumulators [k_warps][GROUP][HEAD_DIM + 4]
+// (the padding spreads a store's heads over banks).
+constexpr int k_acc_stride = HEAD_DIM + 4;
+constexpr int k_acc_bytes = k_warps * GROUP * k_acc_stride * 4;
+constexpr int k_smem_bytes = k_ring_bytes > k_acc_bytes ? k_ring_bytes : k_acc_bytes;
 constexpr int k_key_units = HEAD_DIM / 8;                            // units per key, K or V
 constexpr int k_keys_per_copy = 32 / k_key_units;                    // keys per warp-wide copy
 constexpr int k_copies = k_keys_per_warp_iter / k_keys_per_copy;     // copies per iteration, K or V
@@ -208,7 +225,10 @@ __device__ __forceinline__ void flare_v_words(const unit_t& raw, unsigned* w) {
 #endif
 }
 
-// The B-operand word of dim j (0..k_dim_ntiles-1) for keys a (low half) and b (high half).
+// The thread's V dims: local index e (0 .. 8 k_v_units - 1) of lane group g is this dim.
+__device__ __forceinline__ int k_v_dim(int g, int e) { return 64 * (e / 8) + 8 * g + e % 8; }
+
+// The operand word of local dim j (k_v_dim) for keys a (low half) and b (high half).
 __device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsigned* b, int j) {
 #if KV_FP8
   const unsigned shift = (j % 4);
@@ -221,18 +241,15 @@ __device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsign
 // grid (n_kv_heads * n_head_groups, n_splits, n_rows), block 32 * k_warps.
 extern "C" __global__ void __launch_bounds__(32 * k_warps)
 flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_rows, n_heads * HEAD_DIM]
-                       __nv_bfloat16* __restrict__ out, long long out_stride,    // like q (n_splits == 1)
+                       __nv_bfloat16* __restrict__ out, long long out_stride,    // like q
                        float* __restrict__ partial_acc, float2* __restrict__ partial_ml,
-                       const kv_t* __restrict__ cache, int layer, int n_pages, int page_size, int n_kv_heads,
+                       const kv_t* __restrict__ cache, int layer, int n_pages, int n_kv_heads,
                        int n_heads, float scale_log2, int sliding_window, int n_splits,
                        const int* __restrict__ positions, const int* __restrict__ row_first_block,
                        const int* __restrict__ block_tables, int* __restrict__ counters) {
   flare_pdl_enter();
-  // The copy ring; after the key loop it holds, per warp, acc [GROUP][HEAD_DIM + 4] in fragment
-  // order (n-tile j, column c at j * 8 + c; the padding spreads a store's rows over banks).
+  // The copy ring, then the warps' accumulators (k_smem_bytes).
   extern __shared__ __align__(16) unsigned char s_ring[];
-  constexpr int k_acc_stride = HEAD_DIM + 4;
-  static_assert(k_warps * GROUP * k_acc_stride * 4 <= k_smem_bytes, "warp accumulators fit the ring");
   float(*s_acc)[GROUP][k_acc_stride] = reinterpret_cast<float(*)[GROUP][k_acc_stride]>(s_ring);
   __shared__ float s_m[k_warps][GROUP], s_l[k_warps][GROUP];
   if (threadIdx.x == 0) {  // a host that sized the ring differently fails the launch, not the math
@@ -259,14 +276,17 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   const int start = first - first % k_keys_per_warp_iter;
   int chunk = max((length - start + n_splits - 1) / n_splits, k_min_split_keys);
   chunk = (chunk + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter * k_keys_per_cta_iter;
+  const int n_live = (length - start + chunk - 1) / chunk;
+  if (split >= n_live) return;  // no keys: nothing to write, nothing to count
   const int begin = start + split * chunk;
   const int end = min(length, begin + chunk);
 
-  // Q as A fragments (rows: heads head0 + g and head0 + g + 8, zero past GROUP), dims in K's order.
-  unsigned qa[k_ksteps][4];
+  // Q^T as B fragments (column g of head n-tile nt: head head0 + 8 nt + g, zero past GROUP), dims
+  // in K's order: k-step 2p takes dims 32p + 8t + {0,1 | 2,3}, k-step 2p + 1 dims + {4,5 | 6,7}.
+  unsigned qb[k_head_ntiles][k_ksteps][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int h = g + 8 * r;
+  for (int nt = 0; nt < k_head_ntiles; ++nt) {
+    const int h = 8 * nt + g;
 #pragma unroll
     for (int p = 0; p < k_k_chunks; ++p) {
       uint4 raw = make_uint4(0, 0, 0, 0);
@@ -274,25 +294,33 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
         raw = *reinterpret_cast<const uint4*>(q + (long long)row * q_stride + (long long)(head0 + h) * HEAD_DIM +
                                               p * 32 + t * 8);
       }
-      qa[2 * p][r] = flare_from_bf16x2(raw.x);
-      qa[2 * p][r + 2] = flare_from_bf16x2(raw.y);
-      qa[2 * p + 1][r] = flare_from_bf16x2(raw.z);
-      qa[2 * p + 1][r + 2] = flare_from_bf16x2(raw.w);
+      qb[nt][2 * p][0] = flare_from_bf16x2(raw.x);
+      qb[nt][2 * p][1] = flare_from_bf16x2(raw.y);
+      qb[nt][2 * p + 1][0] = flare_from_bf16x2(raw.z);
+      qb[nt][2 * p + 1][1] = flare_from_bf16x2(raw.w);
     }
   }
 
-  float o[k_dim_ntiles][4];
+  // O^T accumulators: dim m-tile mt, rows g | g + 8 are the thread's dims e = 2 mt | 2 mt + 1 (dim
+  // k_v_dim(g, e)), columns heads 2t, 2t + 1 of n-tile nt. m, l: those two heads (l over the
+  // thread's own keys; summed over the warp at the end).
+  float o[k_head_ntiles][k_dim_mtiles][4];
+  float m[k_head_ntiles][2], l[k_head_ntiles][2];
 #pragma unroll
-  for (int j = 0; j < k_dim_ntiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float m[2] = {flare_neg_inf(), flare_neg_inf()}, l[2] = {0.0f, 0.0f};
+  for (int nt = 0; nt < k_head_ntiles; ++nt) {
+#pragma unroll
+    for (int mt = 0; mt < k_dim_mtiles; ++mt) o[nt][mt][0] = o[nt][mt][1] = o[nt][mt][2] = o[nt][mt][3] = 0.0f;
+    m[nt][0] = m[nt][1] = flare_neg_inf();
+    l[nt][0] = l[nt][1] = 0.0f;
+  }
 
   const int slot_elems = n_kv_heads * HEAD_DIM;
-  const long long half_elems = (long long)page_size * slot_elems;
+  const long long half_elems = (long long)PAGE_SIZE * slot_elems;
   const long long page_elems = 2 * half_elems;
   const kv_t* head_base = cache + (long long)layer * n_pages * page_elems + (long long)kv_head * HEAD_DIM;
   const int* blocks = block_tables + row_first_block[row];
   const auto key_address = [&](int key) {
-    return head_base + (long long)blocks[key / page_size] * page_elems + (long long)(key % page_size) * slot_elems;
+    return head_base + (long long)blocks[key / PAGE_SIZE] * page_elems + (long long)(key % PAGE_SIZE) * slot_elems;
   };
 
   // Iteration i of this warp covers keys [first_base + 64 i, +16).
@@ -305,7 +333,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     return unsigned((stage * k_units + unit) * k_threads + flare_swizzle(reader, unit)) * unsigned(sizeof(unit_t));
   };
   const int copy_key = lane / k_key_units, copy_unit = lane % k_key_units;
-  const bool block_in_page = page_size % k_keys_per_warp_iter == 0;
+  constexpr bool block_in_page = PAGE_SIZE % k_keys_per_warp_iter == 0;
   const auto issue = [&](int i) {
     const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
     const kv_t* block = block_in_page ? key_address(base) : head_base;
@@ -341,112 +369,121 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     flare_cp_async_wait<k_stages - 1>();  // this thread's copies of iteration i are in ...
     __syncwarp();                         // ... and so are the other lanes'
     const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
-    unsigned kw[2][k_k_chunks][4];
+    unsigned kw[2][k_k_chunks][4];  // keys g | g + 8 (rows of S^T), dims [32p + 8t, +8)
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
 #pragma unroll
       for (int p = 0; p < k_k_chunks; ++p) flare_k_words(unit(stage, n * k_k_chunks + p), kw[n][p]);
     }
 
-    // S = Q K^T: two 8-key n-tiles.
-    float s[2][4];
+    // S^T = K Q^T: rows keys base + g | base + g + 8, columns heads 2t, 2t + 1 of each n-tile.
+    float s[k_head_ntiles][4];
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int nt = 0; nt < k_head_ntiles; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
       for (int p = 0; p < k_k_chunks; ++p) {
-        flare_mma(s[n], qa[2 * p], kw[n][p][0], kw[n][p][1]);
-        flare_mma(s[n], qa[2 * p + 1], kw[n][p][2], kw[n][p][3]);
+        const unsigned a0[4] = {kw[0][p][0], kw[1][p][0], kw[0][p][1], kw[1][p][1]};
+        const unsigned a1[4] = {kw[0][p][2], kw[1][p][2], kw[0][p][3], kw[1][p][3]};
+        flare_mma(s[nt], a0, qb[nt][2 * p][0], qb[nt][2 * p][1]);
+        flare_mma(s[nt], a1, qb[nt][2 * p + 1][0], qb[nt][2 * p + 1][1]);
       }
     }
 
-    // Mask keys past the split's end, scale, online softmax of the thread's two rows.
-    float tile_max[2] = {flare_neg_inf(), flare_neg_inf()};
+    // Mask keys outside [first, end), scale, online softmax per head column (max over the 16
+    // keys: the thread's two, then across g).
+    const bool valid_lo = base + g >= first && base + g < end;
+    const bool valid_hi = base + g + 8 >= first && base + g + 8 < end;
+    unsigned pw[k_head_ntiles][2];  // P as (head 2t, head 2t + 1) pairs: key g | key g + 8
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = base + 8 * n + 2 * t + e % 2;
-        const float x = key >= first && key < end ? s[n][e] * scale_log2 : flare_neg_inf();
-        s[n][e] = x;
-        tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
-      }
-    }
-    float correction[2], shift[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float new_m = fmaxf(m[r], tile_max[r]);  // finite: every block has a key in [first, end)
-      correction[r] = exp2f(m[r] - new_m);
-      shift[r] = new_m;
-      m[r] = new_m;
-      l[r] *= correction[r];
-    }
-#pragma unroll
-    for (int j = 0; j < k_dim_ntiles; ++j) {
-      o[j][0] *= correction[0];
-      o[j][1] *= correction[0];
-      o[j][2] *= correction[1];
-      o[j][3] *= correction[1];
-    }
-    // P as the A fragment of the 16-key k-step: n-tile 0 gives columns 0-7, n-tile 1 columns 8-15.
-    unsigned pa[4];
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
+    for (int nt = 0; nt < k_head_ntiles; ++nt) {
       float p[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        p[e] = exp2f(s[n][e] - shift[e / 2]);
-        l[e / 2] += p[e];
+      for (int c = 0; c < 2; ++c) {
+        const float x_lo = valid_lo ? s[nt][c] * scale_log2 : flare_neg_inf();
+        const float x_hi = valid_hi ? s[nt][c + 2] * scale_log2 : flare_neg_inf();
+        float tile_max = fmaxf(x_lo, x_hi);
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+        const float new_m = fmaxf(m[nt][c], tile_max);  // finite: every block has a key in [first, end)
+        const float correction = exp2f(m[nt][c] - new_m);
+        m[nt][c] = new_m;
+        p[c] = exp2f(x_lo - new_m);
+        p[c + 2] = exp2f(x_hi - new_m);
+        l[nt][c] = l[nt][c] * correction + p[c] + p[c + 2];
+#pragma unroll
+        for (int mt = 0; mt < k_dim_mtiles; ++mt) {
+          o[nt][mt][c] *= correction;
+          o[nt][mt][c + 2] *= correction;
+        }
       }
-      pa[2 * n] = flare_pack(p[0], p[1]);
-      pa[2 * n + 1] = flare_pack(p[2], p[3]);
+      pw[nt][0] = flare_pack(p[0], p[1]);
+      pw[nt][1] = flare_pack(p[2], p[3]);
     }
 
-    // O += P V: dim n-tile j, column g is dim 64 (j / 8) + 8 g + j % 8 (the thread's V units hold
-    // dims [64 c + 8 g, +8), so the eight lanes of a key read 128 contiguous bytes per unit);
-    // rows 2t, 2t+1 | 2t+8, 2t+9.
+    // O^T += V^T P^T: A = V^T (rows dims, columns keys 2t, 2t + 1 | 2t + 8, 2t + 9), B = P^T
+    // (keys x heads): the thread needs head g of keys 2t, 2t + 1 (and + 8), which lanes 8t + g / 2
+    // and 8t + 4 + g / 2 hold as half g % 2 of their (2t', 2t' + 1) pairs.
     unsigned vw[4][k_v_words];
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
 #pragma unroll
       for (int c = 0; c < k_v_units; ++c) flare_v_words(unit(stage, 2 * k_k_chunks + v * k_v_units + c), vw[v] + c * (k_v_words / k_v_units));
     }
+    const int src_even = 8 * t + g / 2, src_odd = src_even + 4;
+    const unsigned half = g % 2 ? 0x7632u : 0x5410u;  // the pair's high or low 16 bits, twice
 #pragma unroll
-    for (int j = 0; j < k_dim_ntiles; ++j) {
-      flare_mma(o[j], pa, flare_v_pair(vw[0], vw[1], j), flare_v_pair(vw[2], vw[3], j));
+    for (int nt = 0; nt < k_head_ntiles; ++nt) {
+      unsigned b[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const unsigned even = __shfl_sync(0xffffffffu, pw[nt][r], src_even);  // key 2t (+ 8)
+        const unsigned odd = __shfl_sync(0xffffffffu, pw[nt][r], src_odd);    // key 2t + 1 (+ 8)
+        b[r] = __byte_perm(even, odd, half);
+      }
+#pragma unroll
+      for (int mt = 0; mt < k_dim_mtiles; ++mt) {
+        const unsigned a[4] = {flare_v_pair(vw[0], vw[1], 2 * mt), flare_v_pair(vw[0], vw[1], 2 * mt + 1),
+                               flare_v_pair(vw[2], vw[3], 2 * mt), flare_v_pair(vw[2], vw[3], 2 * mt + 1)};
+        flare_mma(o[nt][mt], a, b[0], b[1]);
+      }
     }
   }
 
   flare_cp_async_wait<0>();  // only empty groups remain; the ring becomes the warps' accumulators
   __syncthreads();
 
-  // The thread's l covers its own columns: sum over the quad. Then merge the warps.
+  // The thread's l covers its own keys: sum over g. Then merge the warps.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  for (int nt = 0; nt < k_head_ntiles; ++nt) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 4);
+      l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 8);
+      l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 16);
+    }
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int h = g + 8 * r;
-    if (h >= GROUP) continue;
+  for (int nt = 0; nt < k_head_ntiles; ++nt) {
 #pragma unroll
-    for (int j = 0; j < k_dim_ntiles; ++j) {
-      s_acc[warp][h][j * 8 + 2 * t] = o[j][2 * r];
-      s_acc[warp][h][j * 8 + 2 * t + 1] = o[j][2 * r + 1];
-    }
-    if (t == 0) {
-      s_m[warp][h] = m[r];
-      s_l[warp][h] = l[r];
+    for (int c = 0; c < 2; ++c) {
+      const int h = 8 * nt + 2 * t + c;
+      if (h >= GROUP) continue;
+#pragma unroll
+      for (int mt = 0; mt < k_dim_mtiles; ++mt) {
+        s_acc[warp][h][k_v_dim(g, 2 * mt)] = o[nt][mt][c];
+        s_acc[warp][h][k_v_dim(g, 2 * mt + 1)] = o[nt][mt][c + 2];
+      }
+      if (g == 0) {
+        s_m[warp][h] = m[nt][c];
+        s_l[warp][h] = l[nt][c];
+      }
     }
   }
   __syncthreads();
   for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += 32 * k_warps) {
     const int h = e / HEAD_DIM, d = e % HEAD_DIM;
-    const int slot = ((d / 64) * 8 + d % 8) * 8 + (d % 64) / 8;  // dim d: column (d % 64) / 8 of n-tile
-                                                                  // (d / 64) * 8 + d % 8
     float total_m = flare_neg_inf();
 #pragma unroll
     for (int w = 0; w < k_warps; ++w) total_m = fmaxf(total_m, s_m[w][h]);
@@ -456,10 +493,10 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       if (s_l[w][h] == 0.0f) continue;  // a warp without keys (its m is -inf)
       const float weight = exp2f(s_m[w][h] - total_m);
       total_l += s_l[w][h] * weight;
-      total_acc += s_acc[w][h][slot] * weight;
+      total_acc += s_acc[w][h][d] * weight;
     }
     const int head = head0 + h;
-    if (n_splits == 1) {
+    if (n_live == 1) {
       out[(long long)row * out_stride + (long long)head * HEAD_DIM + d] = __float2bfloat16(total_acc / total_l);
     } else {
       const long long slot_index = ((long long)row * n_heads + head) * n_splits + split;
@@ -467,7 +504,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       if (d == 0) partial_ml[slot_index] = make_float2(total_m, total_l);
     }
   }
-  if (n_splits == 1) return;
+  if (n_live == 1) return;
 
   // The last split of this (row, head group) to get here merges them all.
   __shared__ int s_last;
@@ -475,39 +512,28 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   __syncthreads();
   if (threadIdx.x == 0) {
     int* counter = counters + (long long)row * gridDim.x + blockIdx.x;
-    s_last = atomicAdd(counter, 1) == n_splits - 1;
+    s_last = atomicAdd(counter, 1) == n_live - 1;
     if (s_last) *counter = 0;  // every split has counted: ready for the next launch
   }
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  // The splits that saw keys (every head of a split saw the same keys), each one's weight in the
-  // merged softmax per head (normalization folded in), then the weighted sums, 4 dims a thread.
+  // Each live split's weight in the merged softmax per head (normalization folded in), then the
+  // weighted sums, 4 dims a thread.
   __shared__ float2 s_ml[GROUP][k_max_splits];
   __shared__ float s_weight[GROUP][k_max_splits];
-  __shared__ int s_live[k_max_splits];
-  __shared__ int s_n_live;
-  for (int e = threadIdx.x; e < GROUP * n_splits; e += k_threads) {
-    const int h = e / n_splits, sp = e % n_splits;
+  for (int e = threadIdx.x; e < GROUP * n_live; e += k_threads) {
+    const int h = e / n_live, sp = e % n_live;
     s_ml[h][sp] = __ldcg(&partial_ml[((long long)row * n_heads + head0 + h) * n_splits + sp]);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int n_live = 0;
-    for (int sp = 0; sp < n_splits; ++sp) {
-      if (s_ml[0][sp].y != 0.0f) s_live[n_live++] = sp;
-    }
-    s_n_live = n_live;
-  }
-  __syncthreads();
-  const int n_live = s_n_live;
   if (threadIdx.x < GROUP) {
     const int h = threadIdx.x;
     float total_m = flare_neg_inf();
-    for (int i = 0; i < n_live; ++i) total_m = fmaxf(total_m, s_ml[h][s_live[i]].x);
+    for (int i = 0; i < n_live; ++i) total_m = fmaxf(total_m, s_ml[h][i].x);
     float total_l = 0.0f;
     for (int i = 0; i < n_live; ++i) {
-      const float2 ml = s_ml[h][s_live[i]];
+      const float2 ml = s_ml[h][i];
       const float weight = exp2f(ml.x - total_m);
       s_weight[h][i] = weight;
       total_l += ml.y * weight;
@@ -523,7 +549,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
 #pragma unroll 4
     for (int i = 0; i < n_live; ++i) {
       const float weight = s_weight[h][i];
-      const float4 a = __ldcg(reinterpret_cast<const float4*>(acc + (long long)s_live[i] * HEAD_DIM));
+      const float4 a = __ldcg(reinterpret_cast<const float4*>(acc + (long long)i * HEAD_DIM));
       total.x += a.x * weight;
       total.y += a.y * weight;
       total.z += a.z * weight;

@@ -55,12 +55,15 @@ TEST_P(CudaAttentionKernels, EveryDefineSetCompiles) {
       expect_compiles(*nvrtc, arch, "attention", "flare_kv_store", {{"HEAD_DIM", head_dim}, {"KV_FP8", fp8}});
       expect_compiles(*nvrtc, arch, "attention_prefill", "flare_attention_prefill",
                       {{"HEAD_DIM", head_dim}, {"KV_FP8", fp8}});
-      // GROUP: the query heads per decode CTA, the largest divisor <= 16 of the GQA group (rows of
-      // one mma tile; 8 and fewer leave the tile's second half of rows empty).
+      // GROUP: the query heads per decode CTA, the largest divisor <= 16 of the GQA group (the
+      // columns of one or two mma n-tiles). Pages of 16 tokens take the one-table-read-per-block
+      // path, 7 the per-key one.
       for (const char* group : {"1", "4", "7", "16"}) {
         expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
-                        {{"HEAD_DIM", head_dim}, {"GROUP", group}, {"KV_FP8", fp8}});
+                        {{"HEAD_DIM", head_dim}, {"PAGE_SIZE", "16"}, {"GROUP", group}, {"KV_FP8", fp8}});
       }
+      expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
+                      {{"HEAD_DIM", head_dim}, {"PAGE_SIZE", "7"}, {"GROUP", "8"}, {"KV_FP8", fp8}, {"KV_STAGES", "2"}});
     }
   }
 }
@@ -80,9 +83,11 @@ TEST(CudaAttentionKernels, UncoveredShapesFailWithTheirLimit) {
     }
     return "compiled";
   };
-  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "80"}}).find("supports HEAD_DIM 64 and 128"),
+  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "80"}, {"PAGE_SIZE", "16"}}).find("supports HEAD_DIM 64 and 128"),
             std::string::npos);
-  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "128"}, {"GROUP", "17"}}).find("1..16 query heads"),
+  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "128"}, {"PAGE_SIZE", "16"}, {"GROUP", "17"}}).find("1..16 query heads"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "128"}}).find("attention_decode needs PAGE_SIZE"),
             std::string::npos);
   EXPECT_NE(error_of("attention_prefill", {{"HEAD_DIM", "256"}}).find("supports HEAD_DIM 64 and 128"),
             std::string::npos);

@@ -31,11 +31,11 @@ const Nvrtc* nvrtc_or_null(std::string* reason) {
   const Nvrtc* var = nvrtc_or_null(&nvrtc_reason);             \
   if (!var) GTEST_SKIP() << "NVRTC unavailable: " << nvrtc_reason
 
-// Shapes of a typical model (head_dim 128, full rotary).
+// Shapes of a typical model (head_dim 128, full rotary, pages of 16 tokens).
 CompileOptions options_for(const std::string& arch) {
   CompileOptions o;
   o.arch = arch;
-  o.defines = {{"HEAD_DIM", "128"}, {"ROTARY_HALF", "64"}, {"FLARE_BLOCK", "256"}};
+  o.defines = {{"HEAD_DIM", "128"}, {"ROTARY_HALF", "64"}, {"FLARE_BLOCK", "256"}, {"PAGE_SIZE", "16"}};
   return o;
 }
 
