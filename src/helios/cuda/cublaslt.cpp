@@ -55,6 +55,9 @@ std::string resolve_all(void* library, CublasLt::Api& api) {
   resolve(library, "cublasLtMatmulPreferenceSetAttribute", api.preference_set_attribute, error);
   resolve(library, "cublasLtMatmulAlgoGetHeuristic", api.algo_get_heuristic, error);
   resolve(library, "cublasLtMatmulAlgoCheck", api.algo_check, error);
+  resolve(library, "cublasLtMatmulAlgoConfigGetAttribute", api.algo_config_get_attribute, error);
+  resolve(library, "cublasLtMatmulAlgoConfigSetAttribute", api.algo_config_set_attribute, error);
+  resolve(library, "cublasLtMatmulAlgoCapGetAttribute", api.algo_cap_get_attribute, error);
   resolve(library, "cublasLtMatmul", api.matmul, error);
   return error;
 }

@@ -36,6 +36,9 @@ class CublasLt {
     decltype(&::cublasLtMatmulPreferenceSetAttribute) preference_set_attribute = nullptr;
     decltype(&::cublasLtMatmulAlgoGetHeuristic) algo_get_heuristic = nullptr;
     decltype(&::cublasLtMatmulAlgoCheck) algo_check = nullptr;
+    decltype(&::cublasLtMatmulAlgoConfigGetAttribute) algo_config_get_attribute = nullptr;
+    decltype(&::cublasLtMatmulAlgoConfigSetAttribute) algo_config_set_attribute = nullptr;
+    decltype(&::cublasLtMatmulAlgoCapGetAttribute) algo_cap_get_attribute = nullptr;
     decltype(&::cublasLtMatmul) matmul = nullptr;
   };
 

@@ -17,7 +17,7 @@ void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir, const
   // export's kernel images include them).
   auto skinny = std::make_unique<SkinnyGemm>(
       [this](const std::string& entry) { return function(k_skinny_gemm_source, entry); },
-      programmatic_launch(device()));
+      skinny_programmatic_launch(device()));
   gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_, std::move(skinny));
   function("bias_add", "flare_bias_add_bf16");
   function("bias_add", "flare_bias_add_f32");

@@ -2,6 +2,7 @@
 #include "helios/cuda/driver.h"
 
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include <dlfcn.h>
@@ -233,12 +234,21 @@ CUfunction Module::function(const char* entry) const {
   return f;
 }
 
-bool programmatic_launch(const DeviceInfo& device) {
-  static const bool wanted = [] {
+namespace {
+// FLARE_CUDA_PDL: "1", "0", or unset ("").
+std::string_view pdl_setting() {
+  static const std::string value = [] {
     const char* v = std::getenv("FLARE_CUDA_PDL");
-    return v != nullptr && std::string_view(v) == "1";
+    return std::string(v ? v : "");
   }();
-  return wanted && device.compute_major >= 9;
+  return value;
+}
+}  // namespace
+
+bool programmatic_launch(const DeviceInfo& device) { return pdl_setting() == "1" && device.compute_major >= 9; }
+
+bool skinny_programmatic_launch(const DeviceInfo& device) {
+  return pdl_setting() != "0" && device.compute_major >= 9;
 }
 
 CUresult try_launch(CUfunction function, const LaunchShape& s, CUstream stream, void** args) {

@@ -182,9 +182,12 @@ struct LaunchShape {
 
 // Whether kernels on this device launch with overlap_previous: sm_90 and later when the
 // environment sets FLARE_CUDA_PDL=1. Off by default: on an H200 the Llama-3.1-8B batch-1 decode
-// graph ran 2.5% slower with it (docs/PERF.md), the early trigger letting waiting CTAs crowd the
-// running kernel's SMs.
+// graph ran 2.5% slower with every kernel overlapping (docs/PERF.md).
 bool programmatic_launch(const DeviceInfo& device);
+// Whether the skinny GEMM launches with overlap_previous: sm_90 and later unless FLARE_CUDA_PDL=0.
+// Its first weight loads go out before it waits for the previous kernel, so the weight stream's
+// ramp hides under that kernel's tail (H200, Llama-3.1-8B batch-1 graph: 4.22 -> 4.14 ms).
+bool skinny_programmatic_launch(const DeviceInfo& device);
 
 // cuLaunchKernel (cuLaunchKernelEx with overlap_previous) with `args` pointing at each argument's
 // value, in the kernel's parameter order. Returns the driver's answer.

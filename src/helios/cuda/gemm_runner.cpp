@@ -18,6 +18,11 @@ std::uint32_t alignment_bytes(CUdeviceptr address, std::int64_t row_bytes) {
   return std::uint32_t(bits & (~bits + 1));  // lowest set bit
 }
 
+// Split-K entrants join the race for problems of at most this many rows (decode batches and
+// small prefill chunks), made from the heuristic's first few algorithms.
+constexpr std::int64_t k_split_k_max_m = 256;
+constexpr std::size_t k_split_k_candidates = 2;
+
 cudaDataType_t cuda_type(DType d) { return d == DType::f32 ? CUDA_R_32F : CUDA_R_16BF; }
 
 std::array<std::uint64_t, 8> algo_words(const cublasLtMatmulAlgo_t& algo) {
@@ -106,6 +111,46 @@ bool algo_fits(const CublasLt& lt, const GemmRunner::Plan& p, const cublasLtMatm
   return status == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= k_gemm_workspace_bytes;
 }
 
+// Split-K versions of `algo` that cuBLASLt accepts for the plan. At decode batch sizes a GEMM's
+// output has few tiles (the 6144 x 64 qkv output of Llama-3.1-8B at batch 64 is 48 to 96 CTAs for
+// 132 SMs), so the heuristic's unsplit algorithms leave most SMs idle while the weights stream;
+// splitting k gives every SM a share. The race keeps a split only where it is faster.
+std::vector<cublasLtMatmulAlgo_t> split_k_versions(const CublasLt& lt, const GemmRunner::Plan& p,
+                                                   const cublasLtMatmulAlgo_t& algo) {
+  std::vector<cublasLtMatmulAlgo_t> versions;
+  std::int32_t splits = 0;
+  std::uint32_t schemes = 0;
+  std::size_t written = 0;
+  if (lt.api().algo_config_get_attribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written) !=
+          CUBLAS_STATUS_SUCCESS ||
+      splits != 1) {
+    return versions;
+  }
+  std::int32_t supported = 0;
+  if (lt.api().algo_cap_get_attribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported, sizeof supported,
+                                      &written) != CUBLAS_STATUS_SUCCESS ||
+      supported == 0 ||
+      lt.api().algo_cap_get_attribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes,
+                                      &written) != CUBLAS_STATUS_SUCCESS) {
+    return versions;
+  }
+  // Partial sums in F32 scratch, reduced by a second kernel: the result does not depend on the
+  // order CTAs finish in, unlike an in-place (atomic) reduction.
+  if ((schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) == 0) return versions;
+  const std::uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  for (const std::int32_t n : {2, 3, 4, 6}) {
+    cublasLtMatmulAlgo_t version = algo;
+    if (lt.api().algo_config_set_attribute(&version, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &n, sizeof n) !=
+            CUBLAS_STATUS_SUCCESS ||
+        lt.api().algo_config_set_attribute(&version, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) !=
+            CUBLAS_STATUS_SUCCESS) {
+      continue;
+    }
+    if (algo_fits(lt, p, version)) versions.push_back(version);
+  }
+  return versions;
+}
+
 cublasStatus_t enqueue(const CublasLt& lt, const GemmRunner::Plan& p, const cublasLtMatmulAlgo_t& algo,
                        const GemmOperands& op, const DeviceMemory& workspace, const Stream& stream) {
   const float alpha = 1.0f, beta = 0.0f;
@@ -182,6 +227,13 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   // where the kernel takes the problem. The first is what runs when nothing is timed.
   std::vector<GemmChoice> choices;
   for (const auto& c : candidates) choices.push_back({.kind = GemmKind::cublaslt, .algo = algo_words(c.algo)});
+  if (n_wanted > 1 && op.m <= k_split_k_max_m) {
+    for (std::size_t i = 0; i < std::min<std::size_t>(candidates.size(), k_split_k_candidates); ++i) {
+      for (const auto& version : split_k_versions(lt_, *plan, candidates[i].algo)) {
+        choices.push_back({.kind = GemmKind::cublaslt, .algo = algo_words(version)});
+      }
+    }
+  }
   if (skinny_ && SkinnyGemm::supports(op)) {
     for (std::uint8_t v = 0; v < k_skinny_gemm_n_variants; ++v) choices.push_back({.kind = GemmKind::skinny, .variant = v});
   }

@@ -29,7 +29,8 @@ class SkinnyGemm {
  public:
   // Returns the entry point `entry` of kernel source "skinny_gemm".
   using Loader = std::function<CUfunction(const std::string& entry)>;
-  // overlap_previous: launch with programmatic dependent launch (programmatic_launch(), driver.h).
+  // overlap_previous: launch with programmatic dependent launch (skinny_programmatic_launch(),
+  // driver.h).
   SkinnyGemm(const Loader& load, bool overlap_previous);
 
   // Whether the kernel takes the problem: 1 <= m <= 16, k % 8 == 0, x and w (base and row stride)

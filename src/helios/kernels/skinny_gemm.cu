@@ -19,13 +19,18 @@
 // Defines: none.
 #include <cuda_bf16.h>
 
-// Programmatic dependent launch (sm_90+, when the host launches with it: FLARE_CUDA_PDL=1): the next
-// kernel may start launching once every CTA of this one has started, and this one waits for the
-// previous kernel to finish (its results, and its reads of what this one overwrites) before
-// touching global memory. Both are no-ops for a plain launch.
-__device__ __forceinline__ void flare_pdl_enter() {
+// Programmatic dependent launch (sm_90+, when the host launches with it): the next kernel may start
+// launching once every CTA of this one has triggered, and this one waits for the previous kernel to
+// finish (its results, and its reads of what this one overwrites) before it reads x or writes out.
+// The weights never change while the model is loaded, so each thread's first weight loads go out
+// before the wait and stream while the previous kernel finishes. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_trigger() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void flare_pdl_wait() {
+#if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
@@ -61,14 +66,12 @@ __device__ __forceinline__ float flare_skinny_dot8(const float (&xf)[8], uint4 w
 __device__ __forceinline__ void flare_skinny_store(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 __device__ __forceinline__ void flare_skinny_store(float* p, float v) { *p = v; }
 
-// One pass of a thread over U chunks c0, c0 + step, ...: the U x R weight loads first, so they are
-// all in flight before the first is used, then x's chunks (L1) and the FMAs. TAIL guards chunks
-// past n_chunks (loaded as zeros, skipped).
-template <int M, int R, int U, bool TAIL>
-__device__ __forceinline__ void flare_skinny_pass(const __nv_bfloat16* const (&w_rows)[R],
-                                                  const __nv_bfloat16* const (&x_rows)[M], int c0, int step,
-                                                  int n_chunks, float (&acc)[M][R]) {
-  uint4 wv[U][R];
+// One pass of a thread over U chunks c0, c0 + step, ...: the U x R weight loads first (load_pass),
+// so they are all in flight before the first is used, then x's chunks (L1) and the FMAs (use_pass).
+// TAIL guards chunks past n_chunks (loaded as zeros, skipped).
+template <int R, int U, bool TAIL>
+__device__ __forceinline__ void flare_skinny_load_pass(const __nv_bfloat16* const (&w_rows)[R], int c0, int step,
+                                                       int n_chunks, uint4 (&wv)[U][R]) {
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int c = c0 + u * step;
@@ -77,6 +80,11 @@ __device__ __forceinline__ void flare_skinny_pass(const __nv_bfloat16* const (&w
       wv[u][r] = !TAIL || c < n_chunks ? flare_skinny_load_w(w_rows[r] + (long long)c * 8) : make_uint4(0, 0, 0, 0);
     }
   }
+}
+
+template <int M, int R, int U, bool TAIL>
+__device__ __forceinline__ void flare_skinny_use_pass(const uint4 (&wv)[U][R], const __nv_bfloat16* const (&x_rows)[M],
+                                                      int c0, int step, int n_chunks, float (&acc)[M][R]) {
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int c = c0 + u * step;
@@ -126,12 +134,30 @@ __device__ __forceinline__ void flare_skinny_gemm(const __nv_bfloat16* __restric
   }
 
   // Full passes (every chunk in range: no guards, so all loads can issue first), then at most one
-  // guarded pass over the rest.
+  // guarded pass over the rest. The first pass's weight loads go out before the wait for the
+  // previous kernel.
   int c0 = part;
-  for (; c0 + (U - 1) * group_threads < n_chunks; c0 += group_threads * U) {
-    flare_skinny_pass<M, R, U, false>(w_rows, x_rows, c0, group_threads, n_chunks, acc);
+  uint4 wv[U][R];
+  const bool first_full = c0 + (U - 1) * group_threads < n_chunks;
+  if (first_full) {
+    flare_skinny_load_pass<R, U, false>(w_rows, c0, group_threads, n_chunks, wv);
+  } else {
+    flare_skinny_load_pass<R, U, true>(w_rows, c0, group_threads, n_chunks, wv);
   }
-  if (c0 < n_chunks) flare_skinny_pass<M, R, U, true>(w_rows, x_rows, c0, group_threads, n_chunks, acc);
+  flare_pdl_wait();
+  if (!first_full) {
+    flare_skinny_use_pass<M, R, U, true>(wv, x_rows, c0, group_threads, n_chunks, acc);
+  } else {
+    flare_skinny_use_pass<M, R, U, false>(wv, x_rows, c0, group_threads, n_chunks, acc);
+    for (c0 += group_threads * U; c0 + (U - 1) * group_threads < n_chunks; c0 += group_threads * U) {
+      flare_skinny_load_pass<R, U, false>(w_rows, c0, group_threads, n_chunks, wv);
+      flare_skinny_use_pass<M, R, U, false>(wv, x_rows, c0, group_threads, n_chunks, acc);
+    }
+    if (c0 < n_chunks) {
+      flare_skinny_load_pass<R, U, true>(w_rows, c0, group_threads, n_chunks, wv);
+      flare_skinny_use_pass<M, R, U, true>(wv, x_rows, c0, group_threads, n_chunks, acc);
+    }
+  }
 
   // Sum over the warp (every lane ends with the sums), then lane j keeps sums j, j + 32, ... for the
   // group's reduction across its KW warps.
@@ -166,7 +192,7 @@ __device__ __forceinline__ void flare_skinny_gemm(const __nv_bfloat16* __restric
   extern "C" __global__ void __launch_bounds__(k_skinny_threads) flare_skinny_gemm_m##M##_v##V##_##OUT_NAME(         \
       const __nv_bfloat16* x, long long x_stride, const __nv_bfloat16* w, long long w_stride, const float* bias,     \
       OUT* out, long long out_stride, int m, int n, int k) {                                                        \
-    flare_pdl_enter();                                                                                               \
+    flare_pdl_trigger();                                                                                             \
     flare_skinny_gemm<M, KW, R, U, OUT>(x, x_stride, w, w_stride, bias, out, out_stride, m, n, k);                  \
   }
 
