@@ -28,7 +28,18 @@ void PagePool::set_backing(std::int32_t n_backed, GrowHook grow) {
   free_.clear();
   add_free(0, n_backed);
   grow_ = std::move(grow);
-  growth_refused_ = false;
+  refused_at_.reset();
+}
+
+void PagePool::set_growth_retry(std::chrono::milliseconds interval, Clock clock) {
+  if (interval.count() < 0 || !clock) fail(ExitCode::failure, "internal: page pool growth retry without a clock");
+  retry_interval_ = interval;
+  clock_ = std::move(clock);
+}
+
+bool PagePool::can_grow() const {
+  if (n_backed_ >= n_pages() || !grow_) return false;
+  return !refused_at_ || clock_() - *refused_at_ >= retry_interval_;
 }
 
 bool PagePool::make_free(std::int32_t n) {
@@ -36,7 +47,11 @@ bool PagePool::make_free(std::int32_t n) {
   if (!can_grow()) return false;
   const std::int32_t wanted = std::min(n_pages(), n_backed_ + (n - n_free()));
   const std::int32_t backed = std::clamp(grow_(wanted), n_backed_, n_pages());
-  if (backed < wanted) growth_refused_ = true;
+  if (backed < wanted) {
+    refused_at_ = clock_();
+  } else {
+    refused_at_.reset();
+  }
   add_free(n_backed_, backed);
   return n <= n_free();
 }

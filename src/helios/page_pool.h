@@ -7,13 +7,16 @@
 // The pool may start with only some of its pages backed by memory (a KV cache reserved and grown on
 // demand, Backend::kv_grow): it hands out pages of the backed range [0, n_backed) only, and when
 // none of those is free it asks its grow hook for more. A hook that comes back short (the device
-// has no more memory) leaves the pool as full as a pool of n_backed pages; it is not asked again,
-// since every later ask would cost driver calls that fail the same way.
+// has no more memory) leaves the pool as full as a pool of n_backed pages until a retry interval
+// (1 s by default) has passed: memory another process held may have come back by then, while asking
+// on every allocation would spend driver calls that fail the same way.
 // Owned by the engine thread of one device; not thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "helios/backend.h"
@@ -25,10 +28,14 @@ class PagePool {
   // Backs more pages: given how many pages should be backed, returns how many are now (the
   // current count or more; fewer than asked when the memory ran out). Called on the pool's thread.
   using GrowHook = std::function<std::int32_t(std::int32_t n_pages_wanted)>;
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
 
   explicit PagePool(std::int32_t n_pages);  // every page backed
   // Only pages [0, n_backed) are backed; `grow` backs more. Call before any page is allocated.
   void set_backing(std::int32_t n_backed, GrowHook grow);
+  // After a refused growth the hook is asked again once `interval` has passed on `clock`
+  // (default: 1 s of std::chrono::steady_clock).
+  void set_growth_retry(std::chrono::milliseconds interval, Clock clock);
 
   std::int32_t n_pages() const { return std::int32_t(ref_counts_.size()); }  // the pool's capacity
   std::int32_t n_backed() const { return n_backed_; }
@@ -36,7 +43,8 @@ class PagePool {
   std::int32_t n_used() const { return n_backed_ - n_free(); }
   // Free pages plus those that may still be backed: what the pool can hand out, growth permitting.
   std::int32_t n_available() const { return n_free() + (can_grow() ? n_pages() - n_backed_ : 0); }
-  bool can_grow() const { return n_backed_ < n_pages() && grow_ && !growth_refused_; }
+  // Whether the hook may be asked for more: pages are left to back and no refusal is recent.
+  bool can_grow() const;
   std::int32_t ref_count(std::int32_t page) const;
 
   // Grows the backed range, as far as the hook allows, until n pages are free; true when they are.
@@ -52,7 +60,9 @@ class PagePool {
   std::vector<std::int32_t> free_;  // a stack: the most recently freed page is reused first
   std::int32_t n_backed_ = 0;
   GrowHook grow_;
-  bool growth_refused_ = false;  // the hook came back short once
+  std::chrono::milliseconds retry_interval_{1000};
+  Clock clock_ = [] { return std::chrono::steady_clock::now(); };
+  std::optional<std::chrono::steady_clock::time_point> refused_at_;  // the hook's last short answer
 };
 
 class SequencePages {

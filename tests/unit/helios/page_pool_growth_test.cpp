@@ -1,9 +1,11 @@
 // A page pool whose pages are backed on demand: it hands out backed pages only, asks its grow hook
 // when none is free, and treats a hook that comes back short (the device ran out of memory) as a
-// full pool -- allocate() -1, append() false with nothing changed -- without asking again.
+// full pool -- allocate() -1, append() false with nothing changed -- without asking again until the
+// retry interval has passed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "common/error.h"
@@ -28,6 +30,14 @@ struct FakeDevice {
       backed = std::max(backed, std::min(rounded, limit));
       return backed;
     };
+  }
+};
+
+// A clock the test moves by hand.
+struct FakeClock {
+  std::chrono::steady_clock::time_point now{};
+  PagePool::Clock clock() {
+    return [this] { return now; };
   }
 };
 
@@ -83,9 +93,52 @@ TEST(PagePoolGrowth, PartialGrowthFillsThenReportsFull) {
   EXPECT_EQ(pool.n_available(), 0);
   const std::int32_t calls = device.n_calls;
   EXPECT_EQ(pool.allocate(), -1);
-  EXPECT_EQ(device.n_calls, calls);  // refused once: not asked again
+  EXPECT_EQ(device.n_calls, calls);  // refused just now: not asked again
   pool.release(pages.back());
   EXPECT_EQ(pool.allocate(), pages.back());  // freed pages come back as before
+}
+
+TEST(PagePoolGrowth, RefusedGrowthIsAskedAgainAfterTheRetryInterval) {
+  PagePool pool(16);
+  FakeDevice device{.backed = 4, .chunk = 4, .limit = 4};
+  FakeClock clock;
+  pool.set_backing(4, device.hook());
+  pool.set_growth_retry(std::chrono::milliseconds(500), clock.clock());
+  std::vector<std::int32_t> pages;
+  for (std::int32_t page = pool.allocate(); page >= 0; page = pool.allocate()) pages.push_back(page);
+  EXPECT_EQ(pages.size(), 4u);
+  EXPECT_EQ(device.n_calls, 1);
+  EXPECT_FALSE(pool.can_grow());
+
+  clock.now += std::chrono::milliseconds(499);
+  EXPECT_EQ(pool.allocate(), -1);
+  EXPECT_EQ(device.n_calls, 1);  // within the interval: not asked
+  EXPECT_EQ(pool.n_available(), 0);
+
+  clock.now += std::chrono::milliseconds(1);
+  EXPECT_TRUE(pool.can_grow());
+  EXPECT_EQ(pool.n_available(), 12);  // the rest of the reservation counts again
+  EXPECT_EQ(pool.allocate(), -1);     // asked, still no memory: refused again, from now
+  EXPECT_EQ(device.n_calls, 2);
+  EXPECT_FALSE(pool.can_grow());
+
+  device.limit = 16;  // another process gave memory back
+  clock.now += std::chrono::milliseconds(500);
+  const std::int32_t page = pool.allocate();
+  EXPECT_GE(page, 4);
+  EXPECT_EQ(device.n_calls, 3);
+  EXPECT_EQ(pool.n_backed(), 8);
+  while (pool.allocate() >= 0) {
+  }
+  EXPECT_EQ(pool.n_backed(), 16);  // a granted ask clears the refusal: growth goes on without waiting
+  EXPECT_EQ(device.n_calls, 5);
+}
+
+TEST(PagePoolGrowth, RetryNeedsAClock) {
+  PagePool pool(4);
+  EXPECT_THROW(pool.set_growth_retry(std::chrono::milliseconds(10), nullptr), Error);
+  EXPECT_THROW(pool.set_growth_retry(std::chrono::milliseconds(-1), [] { return std::chrono::steady_clock::now(); }),
+               Error);
 }
 
 TEST(PagePoolGrowth, RefusedGrowthLooksLikeAFullPool) {
