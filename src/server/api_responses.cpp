@@ -126,7 +126,11 @@ class ResponsesResponder final : public ResponderBase {
     std::string out;
     for (const auto& choice_event : delta.events) out += stream_event(choice_event);
     if (done_) {
-      if (choice(0).finish_reason() == engine::FinishReason::error) return out + stream_error(choice(0).error_message());
+      if (choice(0).finish_reason() == engine::FinishReason::error) {
+        // A capacity retirement keeps its retryable code, as the other APIs' streamed errors do.
+        const char* code = choice(0).capacity_error() ? "server_busy" : "server_error";
+        return out + event("error", {{"code", code}, {"message", choice(0).error_message()}, {"param", nullptr}});
+      }
       out += close_item();
       std::string status = final_status();
       out += event(status == "completed" ? "response.completed" : "response.incomplete", {{"response", response_json(status)}});

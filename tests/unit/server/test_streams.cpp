@@ -337,10 +337,20 @@ TEST_F(StreamTest, EngineCapacityErrorIsARetryableCapacityAnswer) {
   EXPECT_NE(out.find("service_unavailable"), std::string::npos) << out;
   EXPECT_EQ(out.find("generation failed"), std::string::npos) << out;
 
+  auto responses = job("/v1/responses", R"({"input": "hi", "stream": true})");
+  const std::string events = responses.responder->on_output(0, failure);
+  EXPECT_NE(events.find("\"code\":\"server_busy\""), std::string::npos) << events;
+  auto responses_whole = job("/v1/responses", R"({"input": "hi"})");
+  responses_whole.responder->on_output(0, failure);
+  EXPECT_EQ(responses_whole.responder->final_response().status, 503);
+
   failure.capacity_error = false;  // any other engine error stays a 500
   auto other = job("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
   other.responder->on_output(0, failure);
   EXPECT_EQ(other.responder->final_response().status, 500);
+  auto other_responses = job("/v1/responses", R"({"input": "hi", "stream": true})");
+  const std::string other_events = other_responses.responder->on_output(0, failure);
+  EXPECT_NE(other_events.find("\"code\":\"server_error\""), std::string::npos) << other_events;
 }
 
 TEST(AdmissionErrors, CapacityForm) {
