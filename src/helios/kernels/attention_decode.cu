@@ -101,13 +101,13 @@ typedef uint4 unit_t;  // 8 bf16 values
 // The warp fills its 32 columns together: one cp.async instruction copies whole consecutive units
 // of whole keys (a key's K or V is contiguous), so every L2 request is a full 128-byte line. Copying
 // only a thread's own fragments would split each line over two to four requests, and the L2, not
-// DRAM, then bounds the kernel. A unit goes to its reader's column XOR a swizzle (k_swizzle) that
+// DRAM, then bounds the kernel. A unit goes to its reader's column XOR a swizzle (flare_swizzle) that
 // keeps both the warp's copies and its reads free of bank conflicts. The ring is dynamic shared
 // memory of k_smem_bytes, which the host sets (attention_decode_smem_bytes in cuda_attention.cpp).
 constexpr int k_v_units = HEAD_DIM / 64;
 constexpr int k_units = 2 * k_k_chunks + 4 * k_v_units;
 #ifndef KV_STAGES
-#define KV_STAGES (KV_FP8 ? 4 : 3)
+#define KV_STAGES (KV_FP8 ? 2 : 3)  // the host's choice (attention_decode_stages)
 #endif
 constexpr int k_stages = KV_STAGES;
 constexpr int k_ring_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t));
@@ -123,7 +123,8 @@ constexpr int k_copies = k_keys_per_warp_iter / k_keys_per_copy;     // copies p
 // The column of reader lane `lane`'s unit `unit` within its warp's 32: a bijection of lanes for each
 // unit that changes only bits the read phase (8 lanes for 16-byte units, 16 for 8-byte ones) keeps
 // fixed, so reads stay conflict-free, while the eight or sixteen units one copy phase writes land
-// in distinct banks (checked for both unit sizes and head dims).
+// in distinct banks (checked offline for both unit sizes and head dims, except FP8 at head dim 64,
+// whose copies keep a few two-way conflicts).
 __device__ __forceinline__ int flare_swizzle(int lane, int unit) {
 #if KV_FP8
   return lane ^ (4 * (unit % 4)) ^ (((lane >> 4) + 2 * (unit % 2)) & 3);
@@ -186,6 +187,9 @@ __device__ __forceinline__ void flare_mma(float* d, const unsigned* a, unsigned 
 #endif
 }
 
+// Through L1 (.ca), so a warp's copies of whole lines reach the L2 as one request per line; the
+// L1-bypassing .cg form sends one request per 32-byte sector, which made the L2, not DRAM, the
+// bound (ncu on an H200: L2 at 88% of its throughput with DRAM at 51%).
 __device__ __forceinline__ void flare_cp_async(unsigned dst, const kv_t* src, bool valid) {
 #if KV_FP8
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
