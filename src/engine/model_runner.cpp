@@ -60,7 +60,12 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
   const std::int32_t pages_per_row = (options_.context_limit + options_.page_size_tokens - 1) / options_.page_size_tokens + 1;
   model_->reserve(max_tokens, max_rows, max_rows, max_rows * pages_per_row);
   // Largest first: kernel scratch the backend sizes by the step then has its final size before
-  // the smaller graphs record its address.
+  // the smaller graphs record its address. The prefill chunk (a prompt's full chunks while no
+  // other row runs; with and without the last token's logits) before the decode buckets.
+  const std::int32_t chunk = std::min(options_.prefill_chunk_tokens, max_tokens);
+  if (chunk >= 2) {
+    for (const std::int32_t n_logits : {0, 1}) model_->capture_prefill_graph(chunk, n_logits, cache_, scratch_page_);
+  }
   for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) {
     if (model_->capture_decode_graph(*it, cache_, scratch_page_)) graph_buckets_.insert(graph_buckets_.begin(), *it);
   }

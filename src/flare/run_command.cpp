@@ -283,8 +283,10 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     for (auto bucket : capacities.concurrency_buckets())
       if (buckets.empty() || buckets.back() < concurrency) buckets.push_back(static_cast<std::int32_t>(bucket));
     const std::int32_t n_graphs = runner->capture_graphs(buckets);
-    stage.ok(gpu ? fmt::format("{} decode graphs (batch buckets {}), {} operations", n_graphs,
-                               fmt::join(runner->graph_buckets(), ", "), runner->model().n_decode_graph_nodes())
+    const model::Model& model = runner->model();
+    stage.ok(gpu ? fmt::format("{} decode graphs (batch buckets {}) and {} prefill-chunk graphs, {} operations",
+                               n_graphs, fmt::join(runner->graph_buckets(), ", "), model.n_prefill_graphs(),
+                               model.n_decode_graph_nodes() + model.n_prefill_graph_nodes())
                  : "0 graphs (CPU)");
   }
   engine::LocalEngine engine(engine_options, std::move(runner));

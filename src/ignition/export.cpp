@@ -299,7 +299,8 @@ int run_export(const ExportOptions& options) {
     Phase phase(terminal, "Capture graphs");
     if (gpu) {
       gpu->capture_graphs();
-      phase.stage.ok(fmt::format("{} decode graphs", gpu->counts().n_graphs));
+      phase.stage.ok(fmt::format("{} decode graphs, {} prefill-chunk graphs", gpu->counts().n_graphs,
+                                 gpu->counts().n_prefill_graphs));
     } else {
       phase.stage.ok("0 graphs (CPU)");
     }
@@ -307,7 +308,7 @@ int run_export(const ExportOptions& options) {
   std::fprintf(stderr, "Graph catalog: decode buckets %s; prefill chunk %d tokens; %s\n",
                fmt::format("{}", fmt::join(buckets, ", ")).c_str(), prefill_chunk,
                !gpu ? "no captured graphs on the CPU backend"
-                    : gpu->counts().n_graphs > 0 ? "decode buckets captured at load"
+                    : gpu->counts().n_graphs > 0 ? "decode buckets and the prefill chunk captured at load"
                                                  : "steps run eagerly (no graphs captured)");
 
   // Manifest: identity, capacities, memory model, sampling.

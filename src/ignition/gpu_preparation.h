@@ -37,6 +37,7 @@ struct GpuPreparationCounts {
   std::int64_t n_shapes = 0;     // GEMM shapes in the table the package carries
   std::int32_t n_forwards = 0;   // warm-up forwards run
   std::int32_t n_graphs = 0;     // decode graphs captured
+  std::int32_t n_prefill_graphs = 0;  // prefill-chunk graphs captured (with and without logits)
 };
 
 class GpuPreparation {

@@ -162,7 +162,7 @@ Tensor Model::forward_logits(const helios::Step& step, helios::KvCache& cache) {
   const std::int32_t n_logits = step.n_logit_rows();
   reserve(std::max(n, 1), std::max(n_logits, 1), std::max(step.n_rows(), 1), std::int32_t(step.block_tables.size()));
   if (n == 0) return Tensor::of(*scratch_->logits, DType::f32, 0, spec_.vocab_size);
-  const DecodeGraph* graph = decode_graph_for(step, cache);  // before the uploads: a recapture makes its own
+  const CapturedStep* graph = graph_for(step, cache);  // before the uploads: a recapture makes its own
   const helios::RotaryParams rope = upload_step(step, cache);
   if (graph && graph->attention_factor == rope.attention_factor) {
     backend_.replay(*graph->graph);

@@ -77,14 +77,26 @@ class Model {
   // contents are overwritten), eagerly once and then under capture. False when the backend has no
   // graphs; flare::Error when the capture fails.
   bool capture_decode_graph(std::int32_t n_rows, helios::KvCache& cache, std::int32_t scratch_page);
+  // Prefill-chunk graphs (the same file): the step of one row that computes n_tokens tokens and
+  // wants the logits of its last n_logits (0 or 1) is captured the same way and replayed for
+  // every later step of that shape, at any position and over any pages: the full chunks of a
+  // prompt prefilled while no other row runs. The capture's dummy row maps every block to
+  // `scratch_page`, so its K and V land there only.
+  bool capture_prefill_graph(std::int32_t n_tokens, std::int32_t n_logits, helios::KvCache& cache,
+                             std::int32_t scratch_page);
   std::int32_t n_decode_graphs() const { return std::int32_t(decode_graphs_.size()); }
+  std::int32_t n_prefill_graphs() const { return std::int32_t(prefill_graphs_.size()); }
   std::size_t n_decode_graph_nodes() const;  // operations recorded over every decode graph
-  std::int64_t n_graph_replays() const { return n_graph_replays_; }  // steps run by a decode graph
-  void drop_decode_graphs() { decode_graphs_.clear(); }
+  std::size_t n_prefill_graph_nodes() const;  // and over every prefill-chunk graph
+  std::int64_t n_graph_replays() const { return n_graph_replays_; }  // steps run by a graph
+  void drop_decode_graphs() {
+    decode_graphs_.clear();
+    prefill_graphs_.clear();
+  }
 
  private:
   struct Scratch;
-  struct DecodeGraph {
+  struct CapturedStep {
     std::unique_ptr<helios::StepGraph> graph;
     const void* cache_storage = nullptr;  // the KV cache it reads and writes
     std::int32_t scratch_page = 0;        // for a recapture
@@ -98,9 +110,11 @@ class Model {
   helios::RotaryParams upload_step(const helios::Step& step, const helios::KvCache& cache);
   void enqueue_step(std::int32_t n_logit_rows, helios::KvCache& cache, const helios::RotaryParams& rope);
   helios::RotaryParams rotary_for(const helios::Step& step);
-  // The decode graph that runs `step` on `cache`, recaptured first when the buffers it recorded
-  // have moved since; nullptr when the step is not a captured decode shape.
-  const DecodeGraph* decode_graph_for(const helios::Step& step, helios::KvCache& cache);
+  // The graph that runs `step` on `cache`, recaptured first when the buffers it recorded have
+  // moved since; nullptr when the step is not a captured decode or prefill-chunk shape.
+  const CapturedStep* graph_for(const helios::Step& step, helios::KvCache& cache);
+  // Records `step` (a dummy of the captured shape) as a graph after one eager run.
+  CapturedStep capture(const helios::Step& step, helios::KvCache& cache, std::int32_t scratch_page);
   void attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope);
   void mlp_block(std::int32_t layer);
 
@@ -111,7 +125,8 @@ class Model {
   float rope_attention_factor_ = 1.0f;
   std::shared_ptr<Scratch> scratch_;
   std::uint64_t scratch_generation_ = 0;  // bumped whenever an activation buffer moves
-  std::map<std::int32_t, DecodeGraph> decode_graphs_;  // by n_rows
+  std::map<std::int32_t, CapturedStep> decode_graphs_;  // by n_rows
+  std::map<std::pair<std::int32_t, std::int32_t>, CapturedStep> prefill_graphs_;  // by (n_tokens, n_logits)
   std::int64_t n_graph_replays_ = 0;
 };
 

@@ -3,7 +3,9 @@
 // their graphs, gives bit-identical logits to the same padded steps run op by op on another
 // backend, through prefill, decode batches of 8, 3 (padded to 4) and 1 with growing positions,
 // freed and reallocated sequences (new block tables under the same graphs), and a step that grows
-// the logits buffer (the graphs recapture). Also prints eager and graph time per decode step.
+// the logits buffer (the graphs recapture). Prompts prefilled alone in full chunks replay the
+// prefill-chunk graphs, with and without the last token's logits, and the decode steps after them
+// read what those graphs wrote. Also prints eager and graph time per decode step.
 #ifdef FLARE_HAVE_CUDA
 
 #include <chrono>
@@ -53,15 +55,16 @@ struct Side {
   helios::PagePool pool{k_pages};
   std::map<int, helios::SequencePages> seqs;  // by sequence id
 
+  // Rows want the logits of every token (all_logits), else of their last n_last.
   helios::Step step(const std::vector<int>& ids, const std::vector<std::vector<std::int32_t>>& tokens, bool all_logits,
-                    std::vector<helios::PageCopy>& copies) {
+                    std::vector<helios::PageCopy>& copies, std::int32_t n_last = 1) {
     helios::Step step;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       auto it = seqs.try_emplace(ids[i], pool, k_page_size).first;
       helios::StepRow row;
       row.start_position = it->second.n_tokens();
       row.n_tokens = std::int32_t(tokens[i].size());
-      row.n_logits = all_logits ? row.n_tokens : 1;
+      row.n_logits = all_logits ? row.n_tokens : n_last;
       if (!it->second.append(row.n_tokens, copies)) throw std::runtime_error("page pool exhausted");
       row.first_block = std::int32_t(step.block_tables.size());
       row.n_blocks = std::int32_t(it->second.pages().size());
@@ -96,10 +99,10 @@ class CudaGraphs : public testing::TestWithParam<std::string> {
   // the eager model over the same step padded as the runner pads it. Returns the runner's logits
   // after checking them bit for bit.
   std::vector<float> step(const std::vector<int>& ids, const std::vector<std::vector<std::int32_t>>& tokens,
-                          bool all_logits, const std::string& what) {
+                          bool all_logits, const std::string& what, std::int32_t n_last = 1) {
     std::vector<helios::PageCopy> copies_graph, copies_eager;
-    const helios::Step step = graph_side_.step(ids, tokens, all_logits, copies_graph);
-    const helios::Step eager_step = eager_side_.step(ids, tokens, all_logits, copies_eager);
+    const helios::Step step = graph_side_.step(ids, tokens, all_logits, copies_graph, n_last);
+    const helios::Step eager_step = eager_side_.step(ids, tokens, all_logits, copies_eager, n_last);
     StepResults results;
     runner_->run(step, copies_graph, sampling_plan_host_only(step.n_logit_rows()), results);
     const std::vector<float>& got = results.host_logits;
@@ -193,6 +196,37 @@ TEST_P(CudaGraphs, ReplayedDecodeStepsEqualEagerStepsBitForBit) {
   std::printf("[ %s ] %d steps bit-identical, %d of them through graphs\n", GetParam().c_str(), n_steps_, n_graph_steps_);
 }
 
+TEST_P(CudaGraphs, PrefillChunksReplayedEqualEagerStepsBitForBit) {
+  ASSERT_EQ(runner_->capture_graphs(decode_buckets(8)), 4);
+  ASSERT_EQ(runner_->model().n_prefill_graphs(), 2);  // the 64-token chunk, without and with logits
+  std::printf("[ %s ] 2 prefill-chunk graphs, %zu operations recorded\n", GetParam().c_str(),
+              runner_->model().n_prefill_graph_nodes());
+  const std::int64_t replays_before = runner_->model().n_graph_replays();
+
+  // A 200-token prompt alone: three full chunks without logits (graphs, at positions 0, 64 and
+  // 128 over the sequence's own pages), then 8 tokens with the last one's logits (eagerly).
+  std::vector<std::int32_t> long_prompt;
+  for (int t = 0; t < 200; ++t) long_prompt.push_back((13 * t + 7) % vocab());
+  std::vector<float> logits;
+  for (int start = 0; start < 200; start += 64) {
+    const int n = std::min(64, 200 - start);
+    const bool last = start + n == 200;
+    logits = step({40}, {std::vector<std::int32_t>(long_prompt.begin() + start, long_prompt.begin() + start + n)}, false,
+                  "chunk at " + std::to_string(start), last ? 1 : 0);
+  }
+  // A 128-token prompt: a chunk without logits, then one with (the other graph).
+  const std::vector<std::int32_t> short_prompt(long_prompt.begin() + 30, long_prompt.begin() + 158);
+  step({41}, {std::vector<std::int32_t>(short_prompt.begin(), short_prompt.begin() + 64)}, false, "chunk 0 of 128", 0);
+  auto logits_41 = step({41}, {std::vector<std::int32_t>(short_prompt.begin() + 64, short_prompt.end())}, false,
+                        "chunk 1 of 128", 1);
+  EXPECT_EQ(runner_->model().n_graph_replays() - replays_before, 5);
+
+  // Decoding both reads the K and V the graphs wrote.
+  std::vector<std::vector<std::int32_t>> next = greedy_next(logits, 1);
+  next.push_back(greedy_next(logits_41, 1)[0]);
+  decode({40, 41}, next, 4, "decode after chunked prefill");
+}
+
 // Wall time per decode step (host issue, GPU work and the logits download) for the smallest and
 // the largest bucket, op by op on the eager model and replayed on the runner.
 TEST_P(CudaGraphs, DecodeStepTimeEagerAndGraph) {
@@ -237,6 +271,7 @@ TEST_P(CudaGraphs, DisabledByOption) {
   auto runner = ModelStepRunner::load(std::move(backend), models_dir() / GetParam(), options(false), helios::DType::bf16);
   EXPECT_EQ(runner->capture_graphs(decode_buckets(8)), 0);
   EXPECT_EQ(runner->model().n_decode_graphs(), 0);
+  EXPECT_EQ(runner->model().n_prefill_graphs(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGraphs, testing::ValuesIn(fixture_names()), [](const auto& info) {

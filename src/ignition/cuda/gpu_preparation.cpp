@@ -160,9 +160,16 @@ void GpuPreparation::capture_graphs() {
   if (!s.model) fail(ExitCode::failure, "internal: capture_graphs before load_weights");
   // Proves every decode bucket captures on this GPU; flare run captures its own from the catalog
   // (a graph belongs to the process that built it). The last page is the capture's scratch page.
+  const std::int32_t scratch_page = s.cache.layout.n_pages - 1;
+  if (s.options.prefill_chunk_tokens >= 2) {
+    for (const std::int32_t n_logits : {0, 1}) {
+      if (!s.model->capture_prefill_graph(s.options.prefill_chunk_tokens, n_logits, s.cache, scratch_page)) break;
+    }
+  }
   for (std::uint32_t bucket : s.options.buckets)
-    if (!s.model->capture_decode_graph(std::int32_t(bucket), s.cache, s.cache.layout.n_pages - 1)) break;
+    if (!s.model->capture_decode_graph(std::int32_t(bucket), s.cache, scratch_page)) break;
   s.counts.n_graphs = s.model->n_decode_graphs();
+  s.counts.n_prefill_graphs = s.model->n_prefill_graphs();
 }
 
 std::uint64_t GpuPreparation::device_bytes_in_use() const {
