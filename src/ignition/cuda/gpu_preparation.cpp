@@ -158,8 +158,9 @@ void GpuPreparation::compile_forwards() {
 void GpuPreparation::capture_graphs() {
   State& s = *state_;
   if (!s.model) fail(ExitCode::failure, "internal: capture_graphs before load_weights");
-  // Proves every decode bucket captures on this GPU; flare run captures its own from the catalog
-  // (a graph belongs to the process that built it). The last page is the capture's scratch page.
+  // Proves every decode bucket and the prefill chunk capture on this GPU; flare run captures its
+  // own from the catalog (a graph belongs to the process that built it). The last page is the
+  // capture's scratch page.
   const std::int32_t scratch_page = s.cache.layout.n_pages - 1;
   if (s.options.prefill_chunk_tokens >= 2) {
     for (const std::int32_t n_logits : {0, 1}) {
