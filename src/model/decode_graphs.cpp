@@ -86,27 +86,28 @@ std::size_t Model::n_prefill_graph_nodes() const {
 const Model::CapturedStep* Model::graph_for(const helios::Step& step, helios::KvCache& cache) {
   if (step.rows.empty()) return nullptr;
   const bool decode = helios::step_is_decode(step);
-  const bool prefill_chunk = step.n_rows() == 1 && step.rows[0].n_tokens > 1 && step.rows[0].n_logits <= 1;
-  if (!decode && !prefill_chunk) return nullptr;
-  CapturedStep* entry = nullptr;
-  if (decode) {
-    const auto it = decode_graphs_.find(step.n_rows());
-    if (it != decode_graphs_.end()) entry = &it->second;
-  } else {
-    const auto it = prefill_graphs_.find({step.n_tokens(), step.rows[0].n_logits});
-    if (it != prefill_graphs_.end()) entry = &it->second;
-  }
-  if (entry == nullptr) return nullptr;
+  if (!decode && (step.n_rows() != 1 || step.rows[0].n_tokens < 2 || step.rows[0].n_logits > 1)) return nullptr;
+  const std::int32_t n_logits = step.rows[0].n_logits;
+  const auto find = [&]() -> CapturedStep* {
+    if (decode) {
+      const auto it = decode_graphs_.find(step.n_rows());
+      return it == decode_graphs_.end() ? nullptr : &it->second;
+    }
+    const auto it = prefill_graphs_.find({step.n_tokens(), n_logits});
+    return it == prefill_graphs_.end() ? nullptr : &it->second;
+  };
+  const CapturedStep* entry = find();
   // Another cache: its pages are not the ones the graph was captured for, nor is the scratch page
   // known to be free there; run eagerly.
-  if (entry->cache_storage != cache.storage->data()) return nullptr;
+  if (entry == nullptr || entry->cache_storage != cache.storage->data()) return nullptr;
   if (entry->scratch_generation != scratch_generation_ || entry->backend_generation != backend_.graph_generation()) {
+    const std::int32_t scratch_page = entry->scratch_page;
     if (decode) {
-      capture_decode_graph(step.n_rows(), cache, entry->scratch_page);
-      return &decode_graphs_.at(step.n_rows());
+      capture_decode_graph(step.n_rows(), cache, scratch_page);
+    } else {
+      capture_prefill_graph(step.n_tokens(), n_logits, cache, scratch_page);
     }
-    capture_prefill_graph(step.n_tokens(), step.rows[0].n_logits, cache, entry->scratch_page);
-    return &prefill_graphs_.at({step.n_tokens(), step.rows[0].n_logits});
+    entry = find();
   }
   return entry;
 }

@@ -36,24 +36,8 @@ constexpr std::uint16_t k_nan_bf16 = 0x7fc1;
 constexpr std::uint8_t k_nan_e4m3 = 0x7f;
 constexpr std::int32_t k_layer = 1;  // the layer attended; layer 0 is all NaN
 
-class CudaAttention : public testing::Test {
+class CudaAttention : public BackendVersusCpuTest {
  protected:
-  void SetUp() override {
-    std::string reason;
-    gpu_ = try_cuda_backend(&reason);
-    if (!gpu_) GTEST_SKIP() << "no CUDA backend: " << reason;
-    const std::uint32_t seed = std::random_device{}();
-    rng_.seed(seed);
-    std::printf("[ device   ] %s (%s, %d SMs), seed %u\n", gpu_->device().name.c_str(), gpu_->device().arch().c_str(),
-                gpu_->device().n_multiprocessors, seed);
-  }
-
-  std::vector<std::uint16_t> random_bf16(std::size_t n, float scale) {
-    std::normal_distribution<float> normal(0.0f, scale);
-    std::vector<std::uint16_t> v(n);
-    for (auto& x : v) x = f32_to_bf16(normal(rng_));
-    return v;
-  }
 
   // A step over pages drawn from a shuffled pool; `n_pages` is set to the pages used plus spares.
   Step make_step(const Rows& rows, std::int32_t page_size, std::int32_t* n_pages) {
@@ -144,27 +128,6 @@ class CudaAttention : public testing::Test {
     expect_close(label, device_values(*gpu_, gout), host_values(cout), atol, rtol);
   }
 
-  // Mean milliseconds of `fn` over `reps` runs on the backend's stream, after 3 warm-up runs.
-  float time_ms(const std::function<void()>& fn, int reps) {
-    const cuda::Driver& d = cuda::driver();
-    CUevent start = nullptr, end = nullptr;
-    cuda::check(d.event_create(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-    cuda::check(d.event_create(&end, CU_EVENT_DEFAULT), "cuEventCreate");
-    for (int i = 0; i < 3; ++i) fn();
-    cuda::check(d.event_record(start, gpu_->stream().handle()), "cuEventRecord");
-    for (int i = 0; i < reps; ++i) fn();
-    cuda::check(d.event_record(end, gpu_->stream().handle()), "cuEventRecord");
-    cuda::check(d.event_synchronize(end), "cuEventSynchronize");
-    float ms = 0.0f;
-    cuda::check(d.event_elapsed_time(&ms, start, end), "cuEventElapsedTime");
-    d.event_destroy(start);
-    d.event_destroy(end);
-    return ms / float(reps);
-  }
-
-  std::unique_ptr<cuda::CudaBackend> gpu_;  // declared first: its buffers below go before it
-  cpu::CpuBackend cpu_{8};
-  std::mt19937 rng_;
 };
 
 // Decode rows (one token each) whose lengths cycle through the edge cases around a page of 16.
@@ -270,7 +233,7 @@ TEST_F(CudaAttention, Timings) {
       Matrix out = device_bf16(*gpu_, {}, n_rows, width, width);
       const AttentionParams p{0, h.n_heads, h.n_kv_heads, h.head_dim, 0.088f, 0};
       gpu_->begin_step(step, kv_cache);
-      const float ms = time_ms([&] { gpu_->attention(kv_cache, q.t, p, out.t); }, 20);
+      const float ms = stream_time_ms(*gpu_, [&] { gpu_->attention(kv_cache, q.t, p, out.t); }, 20);
       const double kv_bytes = double(n_rows) * context * h.n_kv_heads * h.head_dim * 2 * dtype_size_bytes(kv);
       std::printf("[ timing   ] decode %d rows x %d ctx, %d/%d heads x %d, %s KV: %.1f us, %.0f GB/s of KV\n", n_rows,
                   context, h.n_heads, h.n_kv_heads, h.head_dim, std::string(dtype_name(kv)).c_str(), ms * 1e3,
@@ -290,7 +253,7 @@ TEST_F(CudaAttention, Timings) {
       Matrix out = device_bf16(*gpu_, {}, n_tokens, width, width);
       const AttentionParams p{0, h.n_heads, h.n_kv_heads, h.head_dim, 0.088f, 0};
       gpu_->begin_step(step, kv_cache);
-      const float ms = time_ms([&] { gpu_->attention(kv_cache, q.t, p, out.t); }, 10);
+      const float ms = stream_time_ms(*gpu_, [&] { gpu_->attention(kv_cache, q.t, p, out.t); }, 10);
       const double flops = 4.0 * double(n_tokens) * (n_tokens + 1) / 2 * h.head_dim * h.n_heads;
       std::printf("[ timing   ] prefill %d tokens causal, %d/%d heads x %d, %s KV: %.1f us, %.0f TFLOP/s\n", n_tokens,
                   h.n_heads, h.n_kv_heads, h.head_dim, std::string(dtype_name(kv)).c_str(), ms * 1e3,

@@ -21,35 +21,10 @@ namespace {
 
 using namespace gpu_testing;
 
-class CudaBackendOps : public testing::Test {
+class CudaBackendOps : public BackendVersusCpuTest {
  protected:
-  void SetUp() override {
-    std::string reason;
-    gpu_ = try_cuda_backend(&reason);
-    if (!gpu_) GTEST_SKIP() << "no CUDA backend: " << reason;
-    const std::uint32_t seed = std::random_device{}();
-    rng_.seed(seed);
-    std::printf("[ device   ] %s (%s), seed %u\n", gpu_->device().name.c_str(), gpu_->device().arch().c_str(), seed);
-  }
+  CudaBackendOps() : BackendVersusCpuTest(2) {}
 
-  std::vector<std::uint16_t> random_bf16(std::size_t n, float scale) {
-    std::normal_distribution<float> normal(0.0f, scale);
-    std::vector<std::uint16_t> v(n);
-    for (auto& x : v) x = f32_to_bf16(normal(rng_));
-    return v;
-  }
-  std::vector<float> random_f32(std::size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> uniform(lo, hi);
-    std::vector<float> v(n);
-    for (auto& x : v) x = uniform(rng_);
-    return v;
-  }
-  Matrix host_f32_values(const std::vector<float>& values, std::int64_t rows, std::int64_t cols) {
-    Matrix m{cpu_.allocate(values.size() * 4), {}};
-    std::memcpy(m.buffer->data(), values.data(), values.size() * 4);
-    m.t = Tensor::of(*m.buffer, DType::f32, rows, cols);
-    return m;
-  }
   Matrix host_bf16(const std::vector<std::uint16_t>& values, std::int64_t rows, std::int64_t cols) {
     Matrix m{cpu_.allocate(values.size() * 2), {}};
     std::memcpy(m.buffer->data(), values.data(), values.size() * 2);
@@ -104,10 +79,7 @@ class CudaBackendOps : public testing::Test {
     EXPECT_EQ(n_diff, 0u) << what << ": KV pages differ from the CPU's, first at element " << first;
   }
 
-  std::unique_ptr<cuda::CudaBackend> gpu_;  // declared first: its buffers below go before it
-  cpu::CpuBackend cpu_{2};
   KvCache cpu_kv_, gpu_kv_;
-  std::mt19937 rng_;
 };
 
 TEST_F(CudaBackendOps, Linear) {

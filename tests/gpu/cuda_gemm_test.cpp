@@ -85,24 +85,6 @@ class CudaGemm : public testing::Test {
     return got;
   }
 
-  // Mean milliseconds of `fn` over `reps` runs on the backend's stream, after 3 warm-up runs.
-  float time_ms(const std::function<void()>& fn, int reps) {
-    const cuda::Driver& d = cuda::driver();
-    CUevent start = nullptr, end = nullptr;
-    cuda::check(d.event_create(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-    cuda::check(d.event_create(&end, CU_EVENT_DEFAULT), "cuEventCreate");
-    for (int i = 0; i < 3; ++i) fn();
-    cuda::check(d.event_record(start, gpu_->stream().handle()), "cuEventRecord");
-    for (int i = 0; i < reps; ++i) fn();
-    cuda::check(d.event_record(end, gpu_->stream().handle()), "cuEventRecord");
-    cuda::check(d.event_synchronize(end), "cuEventSynchronize");
-    float ms = 0.0f;
-    cuda::check(d.event_elapsed_time(&ms, start, end), "cuEventElapsedTime");
-    d.event_destroy(start);
-    d.event_destroy(end);
-    return ms / float(reps);
-  }
-
   std::unique_ptr<cuda::CudaBackend> gpu_;  // declared first: its buffers below go before it
   cpu::CpuBackend cpu_{8};
   std::mt19937 rng_;
@@ -291,7 +273,7 @@ TEST_F(CudaGemm, ThroughputOfLargeAndDecodeGemms) {
       GemmTuning t;
       t.set_effort(effort);
       gpu_->install_gemm_tuning(std::move(t));
-      const float ms = time_ms([&] { gpu_->linear(x.t, w.t, nullptr, o.t); }, s.m == 1 ? 200 : 20);
+      const float ms = stream_time_ms(*gpu_, [&] { gpu_->linear(x.t, w.t, nullptr, o.t); }, s.m == 1 ? 200 : 20);
       const double tflops = 2.0 * double(s.m) * double(s.n) * double(s.k) / (double(ms) * 1e9);
       const double weight_gbps = double(s.n * s.k * 2) / (double(ms) * 1e6);
       line += fmt::format("  {}: {:.1f} us {:.0f} TFLOP/s {:.0f} GB/s", effort == TuneEffort::off ? "heuristic" : "tuned",

@@ -10,13 +10,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "helios/cpu/cpu_backend.h"
 #include "helios/cuda/cuda_backend.h"
 #include "helios/cuda/driver.h"
 #include "helios/cuda/nvrtc.h"
@@ -153,6 +157,66 @@ inline void expect_close(const std::string& what, const std::vector<float>& gpu,
   EXPECT_EQ(n_bad, 0u) << what << ": " << n_bad << " mismatches, first at " << first_bad << ": gpu " << gpu[first_bad]
                        << " vs cpu " << ref[first_bad];
 }
+
+// Mean milliseconds of `fn` over `reps` runs on `gpu`'s stream (CUDA events), after 3 warm-up runs.
+inline float stream_time_ms(cuda::CudaBackend& gpu, const std::function<void()>& fn, int reps) {
+  const cuda::Driver& d = cuda::driver();
+  CUevent start = nullptr, end = nullptr;
+  cuda::check(d.event_create(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  cuda::check(d.event_create(&end, CU_EVENT_DEFAULT), "cuEventCreate");
+  for (int i = 0; i < 3; ++i) fn();
+  cuda::check(d.event_record(start, gpu.stream().handle()), "cuEventRecord");
+  for (int i = 0; i < reps; ++i) fn();
+  cuda::check(d.event_record(end, gpu.stream().handle()), "cuEventRecord");
+  cuda::check(d.event_synchronize(end), "cuEventSynchronize");
+  float ms = 0.0f;
+  cuda::check(d.event_elapsed_time(&ms, start, end), "cuEventElapsedTime");
+  d.event_destroy(start);
+  d.event_destroy(end);
+  return ms / float(reps);
+}
+
+// A test of CUDA backend operations against the CPU backend (the reference) on fresh random
+// inputs: SetUp skips without a GPU, seeds rng_ from std::random_device and prints the device and
+// the seed, so a failure can be replayed.
+class BackendVersusCpuTest : public testing::Test {
+ protected:
+  explicit BackendVersusCpuTest(int cpu_threads = 8) : cpu_(cpu_threads) {}
+
+  void SetUp() override {
+    std::string reason;
+    gpu_ = try_cuda_backend(&reason);
+    if (!gpu_) GTEST_SKIP() << "no CUDA backend: " << reason;
+    const std::uint32_t seed = std::random_device{}();
+    rng_.seed(seed);
+    std::printf("[ device   ] %s (%s, %d SMs), seed %u\n", gpu_->device().name.c_str(), gpu_->device().arch().c_str(),
+                gpu_->device().n_multiprocessors, seed);
+  }
+
+  std::vector<std::uint16_t> random_bf16(std::size_t n, float scale) {  // normal(0, scale)
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<std::uint16_t> v(n);
+    for (auto& x : v) x = f32_to_bf16(normal(rng_));
+    return v;
+  }
+  std::vector<float> random_f32(std::size_t n, float lo, float hi) {  // uniform in [lo, hi)
+    std::uniform_real_distribution<float> uniform(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = uniform(rng_);
+    return v;
+  }
+  // A CPU-backend f32 matrix of `values` as they are.
+  Matrix host_f32_values(const std::vector<float>& values, std::int64_t rows, std::int64_t cols) {
+    Matrix m{cpu_.allocate(values.size() * 4), {}};
+    std::memcpy(m.buffer->data(), values.data(), values.size() * 4);
+    m.t = Tensor::of(*m.buffer, DType::f32, rows, cols);
+    return m;
+  }
+
+  std::unique_ptr<cuda::CudaBackend> gpu_;  // declared first: the buffers of this and derived tests go before it
+  cpu::CpuBackend cpu_;
+  std::mt19937 rng_;
+};
 
 }  // namespace flare::helios::gpu_testing
 

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "helios/cuda/cuda_backend.h"
+#include "helios/cuda/tensor_checks.h"
 
 namespace flare::helios::cuda {
 namespace {
@@ -29,20 +30,6 @@ constexpr int k_max_decode_heads_per_cta = 16;    // GROUP of attention_decode.c
 // decode step (up to that batch) never see it move.
 constexpr std::int64_t k_scratch_rows = 1024;
 constexpr int k_prefill_warps = 8;                // k_warps of attention_prefill.cu, 16 query tokens each
-
-CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
-void expect_bf16(const Tensor& t, const char* what) {
-  if (t.dtype != DType::bf16) {
-    fail(ExitCode::failure, "internal: cuda {} expects bf16 but got {}", what, dtype_name(t.dtype));
-  }
-}
-
-void expect_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what) {
-  if (t.rows != rows || t.cols != cols) {
-    fail(ExitCode::failure, "internal: cuda {} is [{}, {}], expected [{}, {}]", what, t.rows, t.cols, rows, cols);
-  }
-}
 
 bool fast_kernels_cover(std::int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
 

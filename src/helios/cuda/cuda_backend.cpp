@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "helios/cuda/graph.h"
+#include "helios/cuda/tensor_checks.h"
 #include "helios/step_pack.h"
 
 namespace flare::helios::cuda {
@@ -22,21 +23,6 @@ class DeviceBuffer final : public Buffer {
  private:
   DeviceMemory memory_;
 };
-
-CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-CUdeviceptr address(const Tensor& t) { return address(t.data); }
-
-void expect_dtype(const Tensor& t, DType dtype, const char* what) {
-  if (t.dtype != dtype) {
-    fail(ExitCode::failure, "internal: cuda {} expects {} but got {}", what, dtype_name(dtype), dtype_name(t.dtype));
-  }
-}
-
-void expect_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what) {
-  if (t.rows != rows || t.cols != cols) {
-    fail(ExitCode::failure, "internal: cuda {} is [{}, {}], expected [{}, {}]", what, t.rows, t.cols, rows, cols);
-  }
-}
 
 unsigned blocks_for(std::int64_t n, std::int64_t per_block) { return unsigned((n + per_block - 1) / per_block); }
 

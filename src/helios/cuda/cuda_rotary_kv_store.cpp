@@ -8,25 +8,12 @@
 
 #include "common/error.h"
 #include "helios/cuda/cuda_backend.h"
+#include "helios/cuda/tensor_checks.h"
 
 namespace flare::helios::cuda {
 namespace {
 
 constexpr int k_heads_per_cta = 4;  // k_warps of rotary_kv_store.cu
-
-CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
-void expect_dtype(const Tensor& t, DType dtype, const char* what) {
-  if (t.dtype != dtype) {
-    fail(ExitCode::failure, "internal: cuda {} expects {} but got {}", what, dtype_name(dtype), dtype_name(t.dtype));
-  }
-}
-
-void expect_shape(const Tensor& t, std::int64_t rows, std::int64_t cols, const char* what) {
-  if (t.rows != rows || t.cols != cols) {
-    fail(ExitCode::failure, "internal: cuda {} is [{}, {}], expected [{}, {}]", what, t.rows, t.cols, rows, cols);
-  }
-}
 
 void expect_head_weight(const Tensor& w, std::int32_t head_dim, const char* what) {
   expect_dtype(w, DType::f32, what);

@@ -230,9 +230,9 @@ __device__ __forceinline__ void flare_v_words(const unit_t& raw, unsigned* w) {
 }
 
 // The thread's V dims: local index e (0 .. 8 k_v_units - 1) of lane group g is this dim.
-__device__ __forceinline__ int k_v_dim(int g, int e) { return 64 * (e / 8) + 8 * g + e % 8; }
+__device__ __forceinline__ int flare_v_dim(int g, int e) { return 64 * (e / 8) + 8 * g + e % 8; }
 
-// The operand word of local dim j (k_v_dim) for keys a (low half) and b (high half).
+// The operand word of local dim j (flare_v_dim) for keys a (low half) and b (high half).
 __device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsigned* b, int j) {
 #if KV_FP8
   const unsigned shift = (j % 4);
@@ -306,7 +306,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   }
 
   // O^T accumulators: dim m-tile mt, rows g | g + 8 are the thread's dims e = 2 mt | 2 mt + 1 (dim
-  // k_v_dim(g, e)), columns heads 2t, 2t + 1 of n-tile nt. m, l: those two heads (l over the
+  // flare_v_dim(g, e)), columns heads 2t, 2t + 1 of n-tile nt. m, l: those two heads (l over the
   // thread's own keys; summed over the warp at the end).
   float o[k_head_ntiles][k_dim_mtiles][4];
   float m[k_head_ntiles][2], l[k_head_ntiles][2];
@@ -476,8 +476,8 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       if (h >= GROUP) continue;
 #pragma unroll
       for (int mt = 0; mt < k_dim_mtiles; ++mt) {
-        s_acc[warp][h][k_v_dim(g, 2 * mt)] = o[nt][mt][c];
-        s_acc[warp][h][k_v_dim(g, 2 * mt + 1)] = o[nt][mt][c + 2];
+        s_acc[warp][h][flare_v_dim(g, 2 * mt)] = o[nt][mt][c];
+        s_acc[warp][h][flare_v_dim(g, 2 * mt + 1)] = o[nt][mt][c + 2];
       }
       if (g == 0) {
         s_m[warp][h] = m[nt][c];

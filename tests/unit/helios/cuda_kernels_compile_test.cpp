@@ -13,23 +13,12 @@
 #include "common/error.h"
 #include "helios/cuda/kernel_sources.h"
 #include "helios/cuda/nvrtc.h"
+#include "nvrtc_support.h"
 
 namespace flare::helios::cuda {
 namespace {
 
 namespace fs = std::filesystem;
-
-const Nvrtc* nvrtc_or_null(std::string* reason) {
-  static std::string why;
-  static const std::unique_ptr<Nvrtc> nvrtc = Nvrtc::try_load(k_default_cuda_root, &why);
-  *reason = why;
-  return nvrtc.get();
-}
-
-#define FLARE_NEED_NVRTC(var)                                  \
-  std::string nvrtc_reason;                                    \
-  const Nvrtc* var = nvrtc_or_null(&nvrtc_reason);             \
-  if (!var) GTEST_SKIP() << "NVRTC unavailable: " << nvrtc_reason
 
 // Shapes of a typical model (head_dim 128, full rotary, pages of 16 tokens).
 CompileOptions options_for(const std::string& arch) {
