@@ -51,18 +51,30 @@ int decode_splits(std::int64_t n_ctas, int n_sms, std::int64_t max_keys) {
   return int(std::clamp<std::int64_t>(std::min(wanted, useful), 1, k_max_decode_splits));
 }
 
-// Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200 at 32 x 8k: BF16
-// 3 (two CTAs an SM, by shared memory), FP8 2 (four CTAs an SM, by registers: with more warps
-// resident the FP8 conversions hide the loads better than a deeper ring does; 3 and 4 stages
-// took 0.18 and 0.22 ms against 0.16).
-int attention_decode_stages(bool fp8) { return fp8 ? 2 : 3; }
+// The decode kernel's copy ring for one iteration: units of 8 elements (2 x head_dim / 32 of K,
+// 4 x head_dim / 64 of V) x 128 threads.
+int attention_decode_stage_bytes(int head_dim, bool fp8) {
+  const int units = 2 * (head_dim / 32) + 4 * (head_dim / 64);
+  return units * 128 * (fp8 ? 8 : 16);
+}
+
+// Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200 in the
+// Llama-3.1-8B-shaped bench:
+//   - BF16: 4 where the device lets a CTA hold them (128 KiB at head dim 128: one CTA an SM on
+//     sm_80 and sm_90), else 3 (the 99 KiB of sm_86, sm_89 and sm_120). At 32 x 8k, 4 stages ran
+//     0.286-0.291 ms (87-88% of copy bandwidth) against 0.315-0.322 ms with 3, and the batch-1
+//     step 4.05 ms against 4.11.
+//   - FP8: 2 (four CTAs an SM, by registers: with more warps resident the FP8 conversions hide the
+//     loads better than a deeper ring does; 3 and 4 stages took 0.19 ms against 0.16).
+int attention_decode_stages(int head_dim, bool fp8, int max_shared_bytes) {
+  if (fp8) return 2;
+  return 4 * attention_decode_stage_bytes(head_dim, fp8) <= max_shared_bytes ? 4 : 3;
+}
 
 // The decode kernel's dynamic shared memory (k_smem_bytes of attention_decode.cu; the kernel traps
-// on less): the copy ring, stages x units of 8 elements (2 x head_dim / 32 of K, 4 x head_dim / 64
-// of V) x 128 threads, or the four warps' accumulators of `group` heads if those are larger.
-unsigned attention_decode_smem_bytes(int head_dim, bool fp8, int group) {
-  const int units = 2 * (head_dim / 32) + 4 * (head_dim / 64);
-  const int ring = attention_decode_stages(fp8) * units * 128 * (fp8 ? 8 : 16);
+// on less): the copy ring, or the four warps' accumulators of `group` heads if those are larger.
+unsigned attention_decode_smem_bytes(int head_dim, bool fp8, int group, int stages) {
+  const int ring = stages * attention_decode_stage_bytes(head_dim, fp8);
   const int accumulators = 4 * group * (head_dim + 4) * 4;
   return unsigned(std::max(ring, accumulators));
 }
@@ -160,13 +172,14 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   int window = p.sliding_window;
   float scale_log2 = p.scale * k_log2e;
   const bool fp8 = l.dtype == DType::f8_e4m3;
+  const int stages = attention_decode_stages(p.head_dim, fp8, device().max_shared_bytes_per_block);
   const Defines defines = {{"HEAD_DIM", std::to_string(p.head_dim)},
                            {"PAGE_SIZE", std::to_string(l.page_size_tokens)},
                            {"GROUP", std::to_string(heads_per_cta)},
                            {"KV_FP8", kv_fp8_define(l)},
-                           {"KV_STAGES", std::to_string(attention_decode_stages(fp8))}};
+                           {"KV_STAGES", std::to_string(stages)}};
   const CUfunction f = function("attention_decode", "flare_attention_decode", defines);
-  const unsigned smem = attention_decode_smem_bytes(p.head_dim, fp8, heads_per_cta);
+  const unsigned smem = attention_decode_smem_bytes(p.head_dim, fp8, heads_per_cta, stages);
   if (attention_decode_smem_set_.insert(f).second) {  // once per loaded function, not per launch
     check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
           "cuFuncSetAttribute");

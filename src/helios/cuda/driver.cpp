@@ -168,6 +168,9 @@ DeviceInfo device_info(int index) {
         "cuDeviceGetAttribute(compute capability minor)");
   check(d.device_get_attribute(&info.n_multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
         "cuDeviceGetAttribute(multiprocessor count)");
+  check(d.device_get_attribute(&info.max_shared_bytes_per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                               device),
+        "cuDeviceGetAttribute(shared memory per block, opt-in)");
   check(d.device_total_mem(&info.total_bytes, device), "cuDeviceTotalMem");
   return info;
 }

@@ -97,6 +97,7 @@ struct DeviceInfo {
   int compute_major = 0;
   int compute_minor = 0;
   int n_multiprocessors = 0;
+  int max_shared_bytes_per_block = 0;  // dynamic shared memory a kernel may opt into
   std::size_t total_bytes = 0;
   std::string arch() const;  // "sm_90"
 };
