@@ -1,6 +1,7 @@
 // Checkpoint directory reader (see checkpoint.h).
 #include "model/checkpoint.h"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -54,9 +55,10 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& index
 
 }  // namespace
 
-Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
+Checkpoint Checkpoint::open(const std::filesystem::path& dir, WeightQuantization quantization) {
   Checkpoint ckpt;
   ckpt.dir_ = dir;
+  ckpt.quantization_ = quantization;
   const auto index = dir / "model.safetensors.index.json";
   const auto single = dir / "model.safetensors";
   if (std::filesystem::exists(index)) {
@@ -100,9 +102,11 @@ const package::TensorInfo& Checkpoint::expect(const std::string& name, const std
          shape_text(info->shape), shape_text(shape));
   }
   using package::DType;
-  if (info->dtype != DType::bf16 && info->dtype != DType::f16 && info->dtype != DType::f32) {
-    fail(ExitCode::preparation, "checkpoint {}: tensor `{}` has dtype {} (supported: BF16, F16, F32)", dir_.string(),
-         name, package::dtype_name(info->dtype));
+  const bool fp8_matrix = quantization_.fp8 && info->dtype == DType::f8_e4m3 && shape.size() == 2;
+  if (info->dtype != DType::bf16 && info->dtype != DType::f16 && info->dtype != DType::f32 && !fp8_matrix) {
+    fail(ExitCode::preparation, "checkpoint {}: tensor `{}` has dtype {} (supported: BF16, F16, F32{})", dir_.string(),
+         name, package::dtype_name(info->dtype),
+         quantization_.fp8 ? ", and F8_E4M3 for weight matrices" : "; F8_E4M3 needs an fp8 quantization_config");
   }
   return *info;
 }
@@ -114,6 +118,10 @@ package::TensorView Checkpoint::view(const std::string& name, const std::vector<
 
 std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vector<std::int64_t>& shape) const {
   const package::TensorView view = this->view(name, shape);
+  if (view.info->dtype == package::DType::f8_e4m3) {
+    fail(ExitCode::preparation, "checkpoint {}: tensor `{}` is F8_E4M3 where a BF16, F16 or F32 tensor is expected",
+         dir_.string(), name);
+  }
   const std::size_t n = std::size_t(view.info->n_elements());
   std::vector<float> out(n);
   const std::byte* src = view.bytes.data();
@@ -145,8 +153,45 @@ std::vector<std::uint16_t> Checkpoint::read_bf16(const std::string& name, const 
     std::memcpy(out.data(), view.bytes.data(), 2 * n);
     return out;
   }
+  if (view.info->dtype == package::DType::f8_e4m3) return dequantize_fp8(name, view);
   const std::vector<float> f32 = read_f32(name, shape);
   for (std::size_t i = 0; i < n; ++i) out[i] = helios::f32_to_bf16(f32[i]);
+  return out;
+}
+
+// weight[r][c] = e4m3[r][c] * scale_inv[r / block_rows][c / block_cols] (one scale without blocks),
+// rounded once to BF16.
+std::vector<std::uint16_t> Checkpoint::dequantize_fp8(const std::string& name, const package::TensorView& weight) const {
+  const std::int64_t rows = weight.info->shape[0], cols = weight.info->shape[1];
+  const std::string scale_name = name + "_scale_inv";
+  const bool blocks = quantization_.block_rows > 0;
+  const std::int64_t block_rows = blocks ? quantization_.block_rows : rows;
+  const std::int64_t block_cols = blocks ? quantization_.block_cols : cols;
+  const std::int64_t scale_rows = (rows + block_rows - 1) / block_rows, scale_cols = (cols + block_cols - 1) / block_cols;
+  if (!has(scale_name)) {
+    fail(ExitCode::preparation, "checkpoint {}: FP8 tensor `{}` has no `{}`", dir_.string(), name, scale_name);
+  }
+  std::vector<std::int64_t> scale_shape = {scale_rows, scale_cols};
+  if (!blocks) {  // one scale: stored as a scalar or a one-element vector
+    const std::vector<std::int64_t> stored = files_[locations_.at(scale_name)]->find(scale_name)->shape;
+    if (stored.empty() || stored == std::vector<std::int64_t>{1}) scale_shape = stored;
+  }
+  const std::vector<float> scales = read_f32(scale_name, scale_shape);
+  for (const float s : scales) {
+    if (!std::isfinite(s)) fail(ExitCode::preparation, "checkpoint {}: `{}` holds a non-finite scale", dir_.string(), scale_name);
+  }
+  std::vector<std::uint16_t> out(std::size_t(rows * cols));
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(weight.bytes.data());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* scale_row = scales.data() + (r / block_rows) * scale_cols;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float value = helios::f8_e4m3_to_f32(bytes[r * cols + c]);
+      if (!std::isfinite(value)) {
+        fail(ExitCode::preparation, "checkpoint {}: FP8 tensor `{}` holds a NaN at [{}, {}]", dir_.string(), name, r, c);
+      }
+      out[std::size_t(r * cols + c)] = helios::f32_to_bf16(value * scale_row[c / block_cols]);
+    }
+  }
   return out;
 }
 

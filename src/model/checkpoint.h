@@ -1,7 +1,9 @@
 // Reads a Hugging Face checkpoint directory: one model.safetensors, or shards listed by
 // model.safetensors.index.json. Files are memory-mapped through package::SafetensorsFile (never
 // copied whole into RAM); a tensor is converted to BF16 or F32 only when asked for, with its shape
-// checked. Every problem (bad index, missing shard or tensor, wrong shape or dtype, truncated file)
+// checked. With FP8 weight quantization (spec.h), read_bf16 also takes F8_E4M3 matrices and
+// dequantizes them with their `<name>_scale_inv`. Every problem (bad index, missing shard or tensor,
+// wrong shape or dtype, a missing or misshapen scale, a non-finite weight or scale, truncated file)
 // is a flare::Error (preparation) that names the file and the tensor.
 #pragma once
 
@@ -12,20 +14,22 @@
 #include <string>
 #include <vector>
 
+#include "model/spec.h"
 #include "package/safetensors.h"
 
 namespace flare::model {
 
 class Checkpoint {
  public:
-  static Checkpoint open(const std::filesystem::path& dir);
+  static Checkpoint open(const std::filesystem::path& dir, WeightQuantization quantization = {});
 
   const std::filesystem::path& dir() const { return dir_; }
   bool has(const std::string& name) const { return locations_.count(name) != 0; }
   std::vector<std::string> tensor_names() const;
   // The tensor's info, checked against `shape`; throws naming the tensor when absent or different.
   const package::TensorInfo& expect(const std::string& name, const std::vector<std::int64_t>& shape) const;
-  // Element data converted from BF16, F16 or F32 (shape checked as in expect()).
+  // Element data converted from BF16, F16 or F32 (shape checked as in expect()); read_bf16 also
+  // dequantizes an F8_E4M3 matrix when the checkpoint's weights are FP8.
   std::vector<std::uint16_t> read_bf16(const std::string& name, const std::vector<std::int64_t>& shape) const;
   std::vector<float> read_f32(const std::string& name, const std::vector<std::int64_t>& shape) const;
 
@@ -33,7 +37,9 @@ class Checkpoint {
   std::filesystem::path dir_;
   std::vector<std::shared_ptr<package::SafetensorsFile>> files_;
   std::map<std::string, std::size_t> locations_;  // tensor name -> index in files_
+  WeightQuantization quantization_;
   package::TensorView view(const std::string& name, const std::vector<std::int64_t>& shape) const;
+  std::vector<std::uint16_t> dequantize_fp8(const std::string& name, const package::TensorView& weight) const;
 };
 
 }  // namespace flare::model

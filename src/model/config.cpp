@@ -118,6 +118,37 @@ void rope_parse_config(const ConfigContext& c, RopeSpec& rope) {
   }
 }
 
+// quantization_config: only FP8 (E4M3) weights with block or tensor scales; any other method is an
+// error naming it, never weights read as something they are not.
+void quantization_parse(const ConfigContext& c, WeightQuantization& q) {
+  if (!c.has("quantization_config")) return;
+  const auto& dict = c.json.at("quantization_config");
+  if (!dict.is_object()) c.reject("quantization_config", "must be an object");
+  const std::string origin = fmt::format("{}: quantization_config", c.origin);
+  const ConfigContext qc{dict, origin};
+  if (!qc.has("quant_method") || !dict.at("quant_method").is_string()) qc.reject("quant_method", "must name the method");
+  const std::string method = dict.at("quant_method").get<std::string>();
+  if (method != "fp8") {
+    qc.reject("quant_method", fmt::format("\"{}\" is not supported (fp8: F8_E4M3 weights with block or tensor scales)",
+                                          method));
+  }
+  if (qc.has("fmt") && (!dict.at("fmt").is_string() || dict.at("fmt") != "e4m3")) {
+    qc.reject("fmt", fmt::format("{} is not supported (e4m3)", dict.at("fmt").dump()));
+  }
+  if (qc.has("weight_block_size")) {
+    const auto& block = dict.at("weight_block_size");
+    const auto positive = [](const nlohmann::json& v) {
+      return v.is_number_integer() && v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= (1 << 20);
+    };
+    if (!block.is_array() || block.size() != 2 || !positive(block[0]) || !positive(block[1])) {
+      qc.reject("weight_block_size", fmt::format("must be two positive integers [rows, columns], got {}", block.dump()));
+    }
+    q.block_rows = block[0].get<std::int32_t>();
+    q.block_cols = block[1].get<std::int32_t>();
+  }
+  q.fp8 = true;
+}
+
 void shared_parse(const ConfigContext& c, ModelSpec& spec) {
   if (c.has("model_type") && c.json.at("model_type").is_string()) spec.model_type = c.json.at("model_type");
   spec.vocab_size = c.get_positive_int("vocab_size");
@@ -145,6 +176,7 @@ void shared_parse(const ConfigContext& c, ModelSpec& spec) {
     }
   }
   rope_parse_config(c, spec.rope);
+  quantization_parse(c, spec.quantization);
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ LayerShapes layer_shapes(const ModelSpec& spec) {
 
 void prepare_weights(const ModelSpec& spec, const std::filesystem::path& checkpoint_dir,
                      const std::function<void(PreparedGroup&&)>& sink) {
-  const Checkpoint ckpt = Checkpoint::open(checkpoint_dir);
+  const Checkpoint ckpt = Checkpoint::open(checkpoint_dir, spec.quantization);
   const WeightNames& n = spec.names;
   const std::int64_t vocab = spec.vocab_size, h = spec.hidden_size;
   {

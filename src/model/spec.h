@@ -39,6 +39,18 @@ struct WeightNames {
   std::string gate = "mlp.gate_proj.weight", up = "mlp.up_proj.weight", down = "mlp.down_proj.weight";
 };
 
+// How the checkpoint stores its linear weights (config.json `quantization_config`). FP8 checkpoints
+// (quant_method "fp8", fmt "e4m3": Qwen3-*-FP8, DeepSeek-V3 style) hold each projection as F8_E4M3
+// with a F32/BF16 `<name>_scale_inv` beside it, one scale per block of weight_block_size (rows,
+// columns), or one per tensor without it; the weight is the FP8 value times its block's scale.
+// Preparation dequantizes them to BF16, exactly (an E4M3 value times a power-of-two scale is a
+// BF16 value; other scales round once), so the runtime computes with BF16 weights and BF16 or F32
+// activations where the reference implementations also quantize activations to FP8.
+struct WeightQuantization {
+  bool fp8 = false;
+  std::int32_t block_rows = 0, block_cols = 0;  // 0: one scale per tensor
+};
+
 struct ModelSpec {
   std::string architecture;  // e.g. "Qwen3ForCausalLM"
   std::string model_type;    // e.g. "qwen3"
@@ -58,6 +70,7 @@ struct ModelSpec {
   std::int32_t sliding_window = 0;  // 0: full attention (Mistral: every layer sees the last W positions)
   RopeSpec rope;
   WeightNames names;
+  WeightQuantization quantization;
 
   std::int64_t n_parameters() const;
   std::int32_t q_width() const { return n_heads * head_dim; }

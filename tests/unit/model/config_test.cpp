@@ -167,6 +167,38 @@ TEST(ModelSpec, RejectsUnsupportedAndMalformed) {
   expect_error(c, "head_dim");
 }
 
+TEST(ModelSpec, ReadsFp8QuantizationConfig) {
+  EXPECT_FALSE(parse(base_config()).quantization.fp8);
+  auto c = base_config();
+  c["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                              {"weight_block_size", {128, 64}}};
+  ModelSpec spec = parse(c);
+  EXPECT_TRUE(spec.quantization.fp8);
+  EXPECT_EQ(spec.quantization.block_rows, 128);
+  EXPECT_EQ(spec.quantization.block_cols, 64);
+  c["quantization_config"] = {{"quant_method", "fp8"}};  // one scale per tensor
+  spec = parse(c);
+  EXPECT_TRUE(spec.quantization.fp8);
+  EXPECT_EQ(spec.quantization.block_rows, 0);
+
+  for (const char* method : {"awq", "gptq", "compressed-tensors", "bitsandbytes"}) {
+    c["quantization_config"] = {{"quant_method", method}};
+    expect_error(c, "quant_method");
+  }
+  c["quantization_config"] = {{"bits", 4}};
+  expect_error(c, "quant_method");
+  c["quantization_config"] = "fp8";
+  expect_error(c, "quantization_config");
+  c["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e5m2"}};
+  expect_error(c, "fmt");
+  for (const nlohmann::json& block : {nlohmann::json::array({128}), nlohmann::json::array({0, 128}),
+                                      nlohmann::json::array({128, -1}), nlohmann::json::array({128, 1.5}),
+                                      nlohmann::json("128x128"), nlohmann::json::array({128, 128, 1})}) {
+    c["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", block}};
+    expect_error(c, "weight_block_size");
+  }
+}
+
 TEST(ModelSpec, RejectsNonJson) {
   for (const char* text : {"", "{", "[]", "null", "{\"architectures\": [\"LlamaForCausalLM\"]", "\xff\xfe"}) {
     EXPECT_THROW(model_spec_parse(text), Error) << text;

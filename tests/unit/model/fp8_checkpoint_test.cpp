@@ -1,0 +1,255 @@
+// FP8 checkpoints (quantization_config quant_method "fp8"): a fixture's projections quantized to
+// F8_E4M3 with block scales (partial blocks included) and with one scale per tensor read back as
+// exactly the BF16 values they encode, and the model over them computes the same logits, bit for
+// bit, as over a BF16 checkpoint of those values. Bad FP8 checkpoints (no scale, a misshapen or
+// non-finite scale, a NaN weight, FP8 without the config, an FP8 norm vector) fail naming the tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "harness.h"
+#include "helios/dtype.h"
+#include "model/checkpoint.h"
+#include "model/spec.h"
+
+namespace flare::model::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* k_fixture = "qwen3-gqa2-hd128-tied";
+
+struct Tensor {
+  std::string name;
+  package::DType dtype;
+  std::vector<std::int64_t> shape;
+  std::vector<std::byte> bytes;
+};
+
+template <typename T>
+std::vector<std::byte> bytes_of(const std::vector<T>& values) {
+  std::vector<std::byte> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+void write_safetensors(const fs::path& path, const std::vector<Tensor>& tensors) {
+  package::SafetensorsWriter writer(path, {});
+  for (const Tensor& t : tensors) writer.declare(t.name, t.dtype, t.shape);
+  for (const Tensor& t : tensors) writer.write(t.bytes);
+  writer.finish();
+}
+
+bool is_projection(const std::string& name) { return name.ends_with("_proj.weight"); }
+
+// A matrix quantized to E4M3 with one power-of-two scale per block (the whole matrix when
+// block_rows is 0), and the BF16 values it dequantizes to (exact: 4 significant bits times 2^e).
+struct Quantized {
+  std::vector<std::uint8_t> fp8;
+  std::vector<float> scales;
+  std::vector<std::uint16_t> dequantized;
+};
+
+Quantized quantize(const std::vector<std::uint16_t>& bf16, std::int64_t rows, std::int64_t cols, std::int64_t block_rows,
+                   std::int64_t block_cols) {
+  if (block_rows == 0) block_rows = rows, block_cols = cols;
+  const std::int64_t scale_rows = (rows + block_rows - 1) / block_rows, scale_cols = (cols + block_cols - 1) / block_cols;
+  Quantized q;
+  q.fp8.resize(bf16.size());
+  q.dequantized.resize(bf16.size());
+  q.scales.assign(std::size_t(scale_rows * scale_cols), 1.0f);
+  for (std::int64_t br = 0; br < scale_rows; ++br) {
+    for (std::int64_t bc = 0; bc < scale_cols; ++bc) {
+      float max_abs = 0.0f;
+      for (std::int64_t r = br * block_rows; r < std::min(rows, (br + 1) * block_rows); ++r) {
+        for (std::int64_t c = bc * block_cols; c < std::min(cols, (bc + 1) * block_cols); ++c) {
+          max_abs = std::max(max_abs, std::fabs(helios::bf16_to_f32(bf16[std::size_t(r * cols + c)])));
+        }
+      }
+      const float scale = max_abs > 0 ? std::ldexp(1.0f, int(std::ceil(std::log2(max_abs / 448.0f)))) : 1.0f;
+      q.scales[std::size_t(br * scale_cols + bc)] = scale;
+      for (std::int64_t r = br * block_rows; r < std::min(rows, (br + 1) * block_rows); ++r) {
+        for (std::int64_t c = bc * block_cols; c < std::min(cols, (bc + 1) * block_cols); ++c) {
+          const std::size_t i = std::size_t(r * cols + c);
+          q.fp8[i] = helios::f32_to_f8_e4m3(helios::bf16_to_f32(bf16[i]) / scale);
+          const float value = helios::f8_e4m3_to_f32(q.fp8[i]) * scale;
+          q.dequantized[i] = helios::f32_to_bf16(value);
+          EXPECT_EQ(helios::bf16_to_f32(q.dequantized[i]), value) << "not exact in BF16";
+        }
+      }
+    }
+  }
+  return q;
+}
+
+class Fp8Checkpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(FLARE_BINARY_DIR) / "tmp" /
+            ("fp8-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "fp8");
+    fs::create_directories(root_ / "bf16");
+    std::ifstream in(models_dir() / k_fixture / "config.json");
+    config_ = nlohmann::json::parse(in);
+    const auto src = package::SafetensorsFile::open(models_dir() / k_fixture / "model.safetensors");
+    for (const auto& info : src->tensors()) {
+      const auto bytes = src->tensor(info.name).bytes;
+      source_.push_back({info.name, info.dtype, info.shape, std::vector<std::byte>(bytes.begin(), bytes.end())});
+    }
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Writes root_/fp8 (projections as E4M3 + `_scale_inv` in `scale_dtype`, the quantization
+  // config) and root_/bf16 (the same values dequantized, no quantization config). `scalar_scale`:
+  // per-tensor scales stored with shape [] instead of [1].
+  void write_pair(std::int64_t block_rows, std::int64_t block_cols, bool scalar_scale = false) {
+    std::vector<Tensor> fp8, bf16;
+    for (const Tensor& t : source_) {
+      if (!is_projection(t.name)) {
+        fp8.push_back(t);
+        bf16.push_back(t);
+        continue;
+      }
+      ASSERT_EQ(t.dtype, package::DType::bf16) << t.name;
+      std::vector<std::uint16_t> values(t.bytes.size() / 2);
+      std::memcpy(values.data(), t.bytes.data(), t.bytes.size());
+      const Quantized q = quantize(values, t.shape[0], t.shape[1], block_rows, block_cols);
+      fp8.push_back({t.name, package::DType::f8_e4m3, t.shape, bytes_of(q.fp8)});
+      std::vector<std::int64_t> scale_shape;
+      if (block_rows > 0) {
+        scale_shape = {(t.shape[0] + block_rows - 1) / block_rows, (t.shape[1] + block_cols - 1) / block_cols};
+      } else if (!scalar_scale) {
+        scale_shape = {1};
+      }
+      fp8.push_back({t.name + "_scale_inv", package::DType::f32, scale_shape, bytes_of(q.scales)});
+      bf16.push_back({t.name, package::DType::bf16, t.shape, bytes_of(q.dequantized)});
+      dequantized_[t.name] = q.dequantized;
+      shapes_[t.name] = t.shape;
+    }
+    write_safetensors(root_ / "fp8" / "model.safetensors", fp8);
+    write_safetensors(root_ / "bf16" / "model.safetensors", bf16);
+    nlohmann::json quantized = config_;
+    quantized["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}};
+    if (block_rows > 0) quantized["quantization_config"]["weight_block_size"] = {block_rows, block_cols};
+    std::ofstream(root_ / "fp8" / "config.json") << quantized.dump(2);
+    std::ofstream(root_ / "bf16" / "config.json") << config_.dump(2);
+  }
+
+  // Rewrites root_/fp8/model.safetensors through `edit` (which may change or drop tensors).
+  void edit_fp8(const std::function<void(std::vector<Tensor>&)>& edit) {
+    std::vector<Tensor> tensors;
+    {
+      const auto file = package::SafetensorsFile::open(root_ / "fp8" / "model.safetensors");
+      for (const auto& info : file->tensors()) {
+        const auto bytes = file->tensor(info.name).bytes;
+        tensors.push_back({info.name, info.dtype, info.shape, std::vector<std::byte>(bytes.begin(), bytes.end())});
+      }
+    }
+    edit(tensors);
+    fs::remove(root_ / "fp8" / "model.safetensors");
+    write_safetensors(root_ / "fp8" / "model.safetensors", tensors);
+  }
+
+  void expect_load_error(const fs::path& dir, const std::string& needle) {
+    helios::cpu::CpuBackend backend(1);
+    try {
+      Model::load(dir, backend);
+      ADD_FAILURE() << "loaded a bad FP8 checkpoint, expected: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_EQ(e.code(), ExitCode::preparation);
+    }
+  }
+
+  // The fp8 and bf16 checkpoints give the same logits at every prompt position, and the same
+  // greedy continuation.
+  void expect_same_model() {
+    Runner fp8(root_ / "fp8"), bf16(root_ / "bf16");
+    const std::vector<std::int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84, 62, 64, 33};
+    helios::SequencePages a(*fp8.pool, fp8.page_size), b(*bf16.pool, bf16.page_size);
+    const std::vector<float> logits_fp8 = fp8.prefill(a, prompt), logits_bf16 = bf16.prefill(b, prompt);
+    ASSERT_EQ(logits_fp8.size(), logits_bf16.size());
+    EXPECT_EQ(std::memcmp(logits_fp8.data(), logits_bf16.data(), logits_fp8.size() * sizeof(float)), 0);
+    EXPECT_EQ(fp8.greedy(prompt, 8), bf16.greedy(prompt, 8));
+  }
+
+  fs::path root_;
+  nlohmann::json config_;
+  std::vector<Tensor> source_;
+  std::map<std::string, std::vector<std::uint16_t>> dequantized_;
+  std::map<std::string, std::vector<std::int64_t>> shapes_;
+};
+
+TEST_F(Fp8Checkpoint, BlockScalesDequantizeExactly) {
+  write_pair(32, 48);  // 128 x 192 and 256 x 128 projections: partial blocks on both axes
+  const ModelSpec spec = model_spec_load(root_ / "fp8");
+  EXPECT_TRUE(spec.quantization.fp8);
+  EXPECT_EQ(spec.quantization.block_rows, 32);
+  EXPECT_EQ(spec.quantization.block_cols, 48);
+  const Checkpoint ckpt = Checkpoint::open(root_ / "fp8", spec.quantization);
+  ASSERT_FALSE(dequantized_.empty());
+  for (const auto& [name, values] : dequantized_) EXPECT_EQ(ckpt.read_bf16(name, shapes_.at(name)), values) << name;
+  expect_same_model();
+}
+
+TEST_F(Fp8Checkpoint, TensorScalesInBothShapes) {
+  write_pair(0, 0);
+  expect_same_model();
+  write_pair(0, 0, /*scalar_scale=*/true);
+  expect_same_model();
+}
+
+TEST_F(Fp8Checkpoint, BadFp8CheckpointsNameTheTensor) {
+  const std::string weight = "model.layers.0.self_attn.q_proj.weight", scale = weight + "_scale_inv";
+  const auto find = [](std::vector<Tensor>& tensors, const std::string& name) -> Tensor& {
+    for (Tensor& t : tensors) {
+      if (t.name == name) return t;
+    }
+    throw std::runtime_error("no " + name);
+  };
+
+  write_pair(32, 48);
+  edit_fp8([&](std::vector<Tensor>& t) { std::erase_if(t, [&](const Tensor& x) { return x.name == scale; }); });
+  expect_load_error(root_ / "fp8", "has no `" + scale + "`");
+
+  write_pair(32, 48);
+  edit_fp8([&](std::vector<Tensor>& t) {
+    Tensor& s = find(t, scale);
+    s.shape = {s.shape[0] * s.shape[1]};
+  });
+  expect_load_error(root_ / "fp8", "`" + scale + "` has shape");
+
+  write_pair(32, 48);
+  edit_fp8([&](std::vector<Tensor>& t) {
+    const float nan = std::nanf("");
+    std::memcpy(find(t, scale).bytes.data(), &nan, 4);
+  });
+  expect_load_error(root_ / "fp8", "non-finite scale");
+
+  write_pair(32, 48);
+  edit_fp8([&](std::vector<Tensor>& t) { find(t, weight).bytes[5] = std::byte{0x7f}; });  // E4M3 NaN
+  expect_load_error(root_ / "fp8", "holds a NaN at [0, 5]");
+
+  write_pair(32, 48);
+  edit_fp8([&](std::vector<Tensor>& t) {
+    Tensor& norm = find(t, "model.norm.weight");
+    norm.dtype = package::DType::f8_e4m3;
+    norm.bytes.resize(norm.bytes.size() / 2);
+  });
+  expect_load_error(root_ / "fp8", "`model.norm.weight` has dtype F8_E4M3");
+
+  write_pair(32, 48);
+  nlohmann::json plain = config_;  // FP8 weights, but the config does not say so
+  std::ofstream(root_ / "fp8" / "config.json", std::ios::trunc) << plain.dump(2);
+  expect_load_error(root_ / "fp8", "F8_E4M3 needs an fp8 quantization_config");
+}
+
+}  // namespace
+}  // namespace flare::model::testing
