@@ -58,17 +58,18 @@ int attention_decode_stage_bytes(int head_dim, bool fp8) {
   return units * 128 * (fp8 ? 8 : 16);
 }
 
-// Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200 in the
-// Llama-3.1-8B-shaped bench:
-//   - BF16: 4 where the device lets a CTA hold them (128 KiB at head dim 128: one CTA an SM on
-//     sm_80 and sm_90), else 3 (the 99 KiB of sm_86, sm_89 and sm_120). At 32 x 8k, 4 stages ran
-//     0.286-0.291 ms (87-88% of copy bandwidth) against 0.315-0.322 ms with 3, and the batch-1
-//     step 4.05 ms against 4.11.
+// Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200:
+//   - BF16 at head dim 128 (Llama-3.1-8B shape): 4 where the device lets a CTA hold them (128 KiB:
+//     one CTA an SM on sm_80 and sm_90), else 3 (the 99 KiB of sm_86, sm_89 and sm_120). At 32 x 8k,
+//     4 stages ran 0.286-0.291 ms (87-88% of copy bandwidth) against 0.315-0.322 ms with 3, and the
+//     batch-1 step 4.05 ms against 4.11.
+//   - BF16 at head dim 64 (Llama-3.2-1B shape): 3. Four (64 KiB, three CTAs an SM) took 32 x 8k
+//     from 0.166 to 0.213 ms and the batch-64 step from 1.71 to 1.93 ms.
 //   - FP8: 2 (four CTAs an SM, by registers: with more warps resident the FP8 conversions hide the
 //     loads better than a deeper ring does; 3 and 4 stages took 0.19 ms against 0.16).
 int attention_decode_stages(int head_dim, bool fp8, int max_shared_bytes) {
   if (fp8) return 2;
-  return 4 * attention_decode_stage_bytes(head_dim, fp8) <= max_shared_bytes ? 4 : 3;
+  return head_dim == 128 && 4 * attention_decode_stage_bytes(head_dim, fp8) <= max_shared_bytes ? 4 : 3;
 }
 
 // The decode kernel's dynamic shared memory (k_smem_bytes of attention_decode.cu; the kernel traps

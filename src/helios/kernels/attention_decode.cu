@@ -107,7 +107,7 @@ typedef uint4 unit_t;  // 8 bf16 values
 constexpr int k_v_units = HEAD_DIM / 64;
 constexpr int k_units = 2 * k_k_chunks + 4 * k_v_units;
 #ifndef KV_STAGES
-#define KV_STAGES (KV_FP8 ? 2 : 3)  // the host chooses (attention_decode_stages: BF16 4 where it fits)
+#define KV_STAGES (KV_FP8 ? 2 : 3)  // the host's choice (attention_decode_stages)
 #endif
 constexpr int k_stages = KV_STAGES;
 constexpr int k_ring_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t));
