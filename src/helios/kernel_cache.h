@@ -5,10 +5,12 @@
 // carry a SHA-256 of their bytes; a damaged or foreign entry is a miss and is rewritten, never an
 // error. Counters let a caller assert how many compiles ran (`flare run` expects zero).
 //
-// Ownership: one KernelCache per preparation or load; not thread-safe (the engine thread owns it).
+// Ownership: one KernelCache per preparation or load, owned by the engine thread; get_or_build of
+// different keys may run on several threads at once (entries are separate files, counters atomic).
 // Several processes may share the folder: concurrent writers of one key write identical bytes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -43,7 +45,8 @@ class KernelCache {
 
  private:
   std::filesystem::path dir_;
-  std::int64_t n_hits_ = 0, n_misses_ = 0, n_builds_ = 0, n_damaged_ = 0;
+  // Atomic: get_or_build may run on several threads at once (CudaBackend::precompile).
+  std::atomic<std::int64_t> n_hits_ = 0, n_misses_ = 0, n_builds_ = 0, n_damaged_ = 0;
 };
 
 }  // namespace flare::helios

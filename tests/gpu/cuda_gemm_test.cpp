@@ -133,7 +133,9 @@ TEST_F(CudaGemm, RunnerTakesAlignedProblemsAndReportsWhereTheBiasGoes) {
                                                                : "unsupported (NVRTC kernel)";
       std::printf("[ runner   ] out %s, x stride %lld: %s\n", std::string(dtype_name(out)).c_str(),
                   (long long)x.t.stride, name);
-      if (stride_pad == 0) EXPECT_NE(r, cuda::GemmResult::unsupported) << "aligned problems must run on cuBLASLt";
+      if (stride_pad == 0) {
+        EXPECT_NE(r, cuda::GemmResult::unsupported) << "aligned problems must run on cuBLASLt";
+      }
       gpu_->synchronize();
     }
   }

@@ -9,6 +9,7 @@
 #ifdef FLARE_HAVE_CUDA
 
 #include <cstring>
+#include <map>
 #include <random>
 
 #include <fmt/format.h>
@@ -41,19 +42,22 @@ class CudaSkinnyGemm : public testing::Test {
     const std::uint32_t seed = std::random_device{}();
     rng_.seed(seed);
     std::printf("[ device   ] %s (%s), seed %u\n", gpu_->device().name.c_str(), gpu_->device().arch().c_str(), seed);
-    // The module the backend compiled at construction, from the same kernel cache.
+    // The per-tile modules the backend compiled at construction, from the same kernel cache.
     cuda::Nvrtc nvrtc(cuda::k_default_cuda_root);
-    cuda::CompileOptions options;
-    options.arch = gpu_->device().arch();
-    module_ = std::make_unique<cuda::Module>(
-        "skinny_gemm", nvrtc.compile_cached(gpu_->kernel_cache(), cuda::embedded_kernel(cuda::k_skinny_gemm_source),
-                                            options));
+    for (const int tile : cuda::SkinnyGemm::k_tiles) {
+      cuda::CompileOptions options;
+      options.arch = gpu_->device().arch();
+      options.defines = {{"SKINNY_M", std::to_string(tile)}};
+      modules_[tile] = std::make_unique<cuda::Module>(
+          "skinny_gemm", nvrtc.compile_cached(gpu_->kernel_cache(), cuda::embedded_kernel(cuda::k_skinny_gemm_source),
+                                              options));
+    }
     skinny_ = make_skinny();
   }
 
   std::unique_ptr<cuda::SkinnyGemm> make_skinny() {
-    return std::make_unique<cuda::SkinnyGemm>([this](const std::string& entry) { return module_->function(entry.c_str()); },
-                                              false);
+    return std::make_unique<cuda::SkinnyGemm>(
+        [this](const std::string& entry, int tile) { return modules_.at(tile)->function(entry.c_str()); }, false);
   }
 
   std::vector<std::uint16_t> random_bf16(std::size_t n, float scale) {
@@ -128,7 +132,7 @@ class CudaSkinnyGemm : public testing::Test {
   }
 
   std::unique_ptr<cuda::CudaBackend> gpu_;  // declared first: everything below goes before it
-  std::unique_ptr<cuda::Module> module_;
+  std::map<int, std::unique_ptr<cuda::Module>> modules_;  // by x-row tile
   std::unique_ptr<cuda::SkinnyGemm> skinny_;
   cpu::CpuBackend cpu_{8};
   std::mt19937 rng_;

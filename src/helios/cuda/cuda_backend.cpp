@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include "common/error.h"
 #include "helios/cuda/graph.h"
@@ -45,7 +47,16 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
       nvrtc_(prebuilt.empty() ? std::make_unique<Nvrtc>(cuda_root) : nullptr),
       cache_(kernel_cache_dir),
       prebuilt_(std::move(prebuilt)) {
-  // The shape-independent kernels, so a broken toolchain shows at construction.
+  // The shape-independent kernels, compiled in parallel, so a broken toolchain shows at construction.
+  std::string reason;
+  cublaslt_ = CublasLt::try_load(cuda_root, &reason);  // null: the NVRTC GEMM serves
+  std::vector<std::pair<std::string, Defines>> modules = {{"embedding", {}}, {"rms_norm", {}}, {"swiglu", {}},
+                                                          {"linear", {}},    {"gather_rows", {}}, {"sample", {}}};
+  if (cublaslt_) {
+    modules.push_back({"bias_add", {}});
+    for (const int tile : SkinnyGemm::k_tiles) modules.push_back({k_skinny_gemm_source, skinny_tile_defines(tile)});
+  }
+  precompile(modules);
   function("embedding", "flare_embedding");
   function("rms_norm", "flare_rms_norm");
   function("rms_norm", "flare_rms_norm_vec");
@@ -55,7 +66,7 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   function("linear", "flare_linear_f32");
   function("gather_rows", "flare_gather_rows");
   function("sample", "flare_sample");
-  init_gemm(kernel_cache_dir, cuda_root);
+  init_gemm(kernel_cache_dir);
 }
 
 CudaBackend::~CudaBackend() {
@@ -65,9 +76,49 @@ CudaBackend::~CudaBackend() {
   }
 }
 
+std::string CudaBackend::module_key(const std::string& source, const Defines& defines) {
+  std::string key = source;
+  for (const auto& [name, value] : defines) key += " -D" + name + "=" + value;
+  return key;
+}
+
+void CudaBackend::precompile(const std::vector<std::pair<std::string, Defines>>& modules) {
+  if (!nvrtc_) return;
+  std::vector<std::pair<std::string, const std::pair<std::string, Defines>*>> missing;  // module key, module
+  for (const auto& module : modules) {
+    std::string key = module_key(module.first, module.second);
+    if (!modules_.contains(key)) missing.emplace_back(std::move(key), &module);
+  }
+  std::vector<std::string> cubins(missing.size());
+  std::vector<std::exception_ptr> errors(missing.size());
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t i = 0; i < missing.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          CompileOptions options;
+          options.arch = context_.device().arch();
+          options.defines = missing[i].second->second;
+          cubins[i] = nvrtc_->compile_cached(cache_, embedded_kernel(missing[i].second->first), options);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    }
+  }  // joined
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    modules_.emplace(missing[i].first, std::make_unique<Module>(missing[i].second->first, cubins[i]));
+    images_.emplace(missing[i].first, std::move(cubins[i]));
+  }
+}
+
+CudaBackend::Defines CudaBackend::skinny_tile_defines(int tile) { return {{"SKINNY_M", std::to_string(tile)}}; }
+
 CUfunction CudaBackend::function(const std::string& source, const std::string& entry, const Defines& defines) {
-  std::string module_key = source;
-  for (const auto& [name, value] : defines) module_key += " -D" + name + "=" + value;
+  const std::string module_key = CudaBackend::module_key(source, defines);
   const std::string function_key = module_key + " " + entry;
   if (auto it = functions_.find(function_key); it != functions_.end()) return it->second;
   auto module_it = modules_.find(module_key);

@@ -104,6 +104,14 @@ class CudaBackend final : public Backend {
   using Defines = std::vector<std::pair<std::string, std::string>>;
   // The entry point `entry` of kernel source `source` compiled with `defines` (memoized).
   CUfunction function(const std::string& source, const std::string& entry, const Defines& defines = {});
+  // Compiles (or finds in the kernel cache) each (source, defines) module on its own thread and
+  // loads them, so that function() finds them; nothing without NVRTC (a package's kernels are
+  // prebuilt). NVRTC compiles one program per thread, so the set takes the time of its slowest.
+  void precompile(const std::vector<std::pair<std::string, Defines>>& modules);
+  static std::string module_key(const std::string& source, const Defines& defines);
+  // Defines of the skinny GEMM's module for one x-row tile (one module per tile: as one program,
+  // its forty entry points compile in about 15 s).
+  static Defines skinny_tile_defines(int tile);
   void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name);
   // The attention kernels attention() dispatches to (cuda_attention.cpp).
   void attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
@@ -148,7 +156,8 @@ class CudaBackend final : public Backend {
   std::set<CUfunction> attention_decode_smem_set_;    // decode kernels allowed their dynamic ring
 
   // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.
-  void init_gemm(const std::filesystem::path& kernel_cache_dir, const std::filesystem::path& cuda_root);
+  // After cuBLASLt loaded (cublaslt_) and the GEMM modules were precompiled.
+  void init_gemm(const std::filesystem::path& kernel_cache_dir);
   bool linear_cublaslt(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out);
   std::unique_ptr<CublasLt> cublaslt_;
   std::unique_ptr<GemmRunner> gemm_;

@@ -1,7 +1,8 @@
 // The CUDA backend's GEMMs through cuBLASLt and the skinny kernel (gemm_runner.h), kept apart from
-// cuda_backend.cpp: loading cuBLASLt, the skinny kernel and the saved tuning table, running linear()
-// on them, and the bias add for output types whose epilogue cannot take an F32 bias. Without
-// cuBLASLt, linear() keeps the NVRTC kernel.
+// cuda_backend.cpp: the GEMM runner over the cuBLASLt the constructor loaded, the skinny kernel's
+// entry points (from the modules the constructor compiled with the others) and the saved tuning
+// table, running linear() on them, and the bias add for output types whose epilogue cannot take an
+// F32 bias. Without cuBLASLt, linear() keeps the NVRTC kernel.
 #include <algorithm>
 
 #include "common/error.h"
@@ -9,14 +10,14 @@
 
 namespace flare::helios::cuda {
 
-void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir, const std::filesystem::path& cuda_root) {
-  std::string reason;
-  cublaslt_ = CublasLt::try_load(cuda_root, &reason);
+void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir) {
   if (!cublaslt_) return;  // the NVRTC kernel serves; gemm_engine_name() says so
   // Loaded now, not on first use, since first use may be inside a graph capture (and so that an
   // export's kernel images include them).
   auto skinny = std::make_unique<SkinnyGemm>(
-      [this](const std::string& entry) { return function(k_skinny_gemm_source, entry); },
+      [this](const std::string& entry, int tile) {
+        return function(k_skinny_gemm_source, entry, skinny_tile_defines(tile));
+      },
       skinny_programmatic_launch(device()));
   gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_, std::move(skinny));
   function("bias_add", "flare_bias_add_bf16");

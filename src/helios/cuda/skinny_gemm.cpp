@@ -27,8 +27,8 @@ int tile_index(int tile) { return std::countr_zero(unsigned(tile)); }  // 1, 2, 
 SkinnyGemm::SkinnyGemm(const Loader& load, bool overlap_previous) : overlap_previous_(overlap_previous) {
   for (int t = 0; t < k_n_tiles; ++t) {
     for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
-      functions_[t][v][0] = load(entry_name(1 << t, v, DType::bf16));
-      functions_[t][v][1] = load(entry_name(1 << t, v, DType::f32));
+      functions_[t][v][0] = load(entry_name(1 << t, v, DType::bf16), 1 << t);
+      functions_[t][v][1] = load(entry_name(1 << t, v, DType::f32), 1 << t);
     }
   }
 }

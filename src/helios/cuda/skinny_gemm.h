@@ -27,8 +27,10 @@ inline constexpr const char* k_skinny_gemm_source = "skinny_gemm";
 
 class SkinnyGemm {
  public:
-  // Returns the entry point `entry` of kernel source "skinny_gemm".
-  using Loader = std::function<CUfunction(const std::string& entry)>;
+  // Returns the entry point `entry` of kernel source "skinny_gemm" from a module holding x-row tile
+  // `m_tile` (compiled with SKINNY_M=m_tile, or with every tile).
+  using Loader = std::function<CUfunction(const std::string& entry, int m_tile)>;
+  static constexpr std::array<int, 5> k_tiles = {1, 2, 4, 8, 16};
   // overlap_previous: launch with programmatic dependent launch (skinny_programmatic_launch(),
   // driver.h).
   SkinnyGemm(const Loader& load, bool overlap_previous);
@@ -46,7 +48,7 @@ class SkinnyGemm {
   bool enqueue(const GemmOperands& op, int variant, const Stream& stream) const;
 
  private:
-  static constexpr int k_n_tiles = 5;  // m tiles 1, 2, 4, 8, 16
+  static constexpr int k_n_tiles = int(k_tiles.size());
   // [tile index][variant][output: 0 bf16, 1 f32]
   std::array<std::array<std::array<CUfunction, 2>, k_skinny_gemm_n_variants>, k_n_tiles> functions_{};
   bool overlap_previous_ = false;

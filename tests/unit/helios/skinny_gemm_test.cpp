@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error.h"
 #include "helios/cuda/gemm_runner.h"
 #include "helios/cuda/kernel_sources.h"
 #include "helios/cuda/nvrtc.h"
@@ -55,20 +56,33 @@ TEST(SkinnyGemm, EveryEntryPointTheHostLoadsIsCompiled) {
   std::string reason;
   const std::unique_ptr<Nvrtc> nvrtc = Nvrtc::try_load(k_default_cuda_root, &reason);
   if (!nvrtc) GTEST_SKIP() << "NVRTC unavailable: " << reason;
-  CompileOptions o;
-  o.arch = "sm_90";
-  const std::string cubin = nvrtc->compile(embedded_kernel(k_skinny_gemm_source), o);
-  for (const int tile : {1, 2, 4, 8, 16}) {
-    for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
-      for (const DType out : {DType::bf16, DType::f32}) {
-        // NUL-terminated in the symbol table, so m1 does not match m16.
-        const std::string name = SkinnyGemm::entry_name(tile, v, out);
-        EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name;
+  // One module per tile, as the backend builds them: each holds its tile's entry points only.
+  for (const int tile : SkinnyGemm::k_tiles) {
+    CompileOptions o;
+    o.arch = "sm_90";
+    o.defines = {{"SKINNY_M", std::to_string(tile)}};
+    const std::string cubin = nvrtc->compile(embedded_kernel(k_skinny_gemm_source), o);
+    for (const int other : SkinnyGemm::k_tiles) {
+      for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
+        for (const DType out : {DType::bf16, DType::f32}) {
+          // NUL-terminated in the symbol table, so m1 does not match m16.
+          const std::string name = SkinnyGemm::entry_name(other, v, out);
+          EXPECT_EQ(cubin.find(name + '\0') != std::string::npos, other == tile) << name << " in tile " << tile;
+        }
       }
     }
+    EXPECT_EQ(cubin.find(SkinnyGemm::entry_name(tile, k_skinny_gemm_n_variants, DType::bf16) + '\0'), std::string::npos)
+        << "the kernel has exactly the host's variants";
   }
-  EXPECT_EQ(cubin.find(SkinnyGemm::entry_name(1, k_skinny_gemm_n_variants, DType::bf16) + '\0'), std::string::npos)
-      << "the kernel has exactly the host's variants";
+  CompileOptions bad;
+  bad.arch = "sm_90";
+  bad.defines = {{"SKINNY_M", "3"}};
+  try {
+    nvrtc->compile(embedded_kernel(k_skinny_gemm_source), bad);
+    ADD_FAILURE() << "SKINNY_M=3 compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("SKINNY_M must be 1, 2, 4, 8 or 16"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
