@@ -106,7 +106,7 @@ const package::TensorInfo& Checkpoint::expect(const std::string& name, const std
   if (info->dtype != DType::bf16 && info->dtype != DType::f16 && info->dtype != DType::f32 && !fp8_matrix) {
     fail(ExitCode::preparation, "checkpoint {}: tensor `{}` has dtype {} (supported: BF16, F16, F32{})", dir_.string(),
          name, package::dtype_name(info->dtype),
-         quantization_.fp8 ? ", and F8_E4M3 for weight matrices" : "; F8_E4M3 needs an fp8 quantization_config");
+         quantization_.fp8 ? ", and F8_E4M3 for weight matrices" : "; F8_E4M3 needs an FP8 quantization_config");
   }
   return *info;
 }
@@ -159,22 +159,26 @@ std::vector<std::uint16_t> Checkpoint::read_bf16(const std::string& name, const 
   return out;
 }
 
-// weight[r][c] = e4m3[r][c] * scale_inv[r / block_rows][c / block_cols] (one scale without blocks),
-// rounded once to BF16.
+// weight[r][c] = e4m3[r][c] * scale[r / block_rows][c / block_cols], rounded once to BF16; a tensor
+// scale is one block of the whole matrix, a channel scale one block per row.
 std::vector<std::uint16_t> Checkpoint::dequantize_fp8(const std::string& name, const package::TensorView& weight) const {
+  using Scales = WeightQuantization::Scales;
   const std::int64_t rows = weight.info->shape[0], cols = weight.info->shape[1];
-  const std::string scale_name = name + "_scale_inv";
-  const bool blocks = quantization_.block_rows > 0;
-  const std::int64_t block_rows = blocks ? quantization_.block_rows : rows;
-  const std::int64_t block_cols = blocks ? quantization_.block_cols : cols;
+  const std::string scale_name = name + quantization_.scale_suffix;
+  const Scales layout = quantization_.scales;
+  const std::int64_t block_rows = layout == Scales::block ? quantization_.block_rows : layout == Scales::channel ? 1 : rows;
+  const std::int64_t block_cols = layout == Scales::block ? quantization_.block_cols : cols;
   const std::int64_t scale_rows = (rows + block_rows - 1) / block_rows, scale_cols = (cols + block_cols - 1) / block_cols;
   if (!has(scale_name)) {
     fail(ExitCode::preparation, "checkpoint {}: FP8 tensor `{}` has no `{}`", dir_.string(), name, scale_name);
   }
+  // The stored shape: [scale rows, scale columns], or the forms the layouts also use (a scalar or
+  // [1] for one scale, [rows] for channel scales); anything else fails in read_f32 naming both.
   std::vector<std::int64_t> scale_shape = {scale_rows, scale_cols};
-  if (!blocks) {  // one scale: stored as a scalar or a one-element vector
-    const std::vector<std::int64_t> stored = files_[locations_.at(scale_name)]->find(scale_name)->shape;
-    if (stored.empty() || stored == std::vector<std::int64_t>{1}) scale_shape = stored;
+  const std::vector<std::int64_t> stored = files_[locations_.at(scale_name)]->find(scale_name)->shape;
+  if ((layout == Scales::tensor && (stored.empty() || stored == std::vector<std::int64_t>{1})) ||
+      (layout == Scales::channel && stored == std::vector<std::int64_t>{rows})) {
+    scale_shape = stored;
   }
   const std::vector<float> scales = read_f32(scale_name, scale_shape);
   for (const float s : scales) {

@@ -118,8 +118,72 @@ void rope_parse_config(const ConfigContext& c, RopeSpec& rope) {
   }
 }
 
-// quantization_config: only FP8 (E4M3) weights with block or tensor scales; any other method is an
-// error naming it, never weights read as something they are not.
+// A [rows, columns] block size (weight_block_size, block_structure) into q.
+void block_size_parse(const ConfigContext& c, std::string_view key, WeightQuantization& q) {
+  const auto& block = c.json.at(std::string(key));
+  const auto positive = [](const nlohmann::json& v) {
+    return v.is_number_integer() && v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= (1 << 20);
+  };
+  if (!block.is_array() || block.size() != 2 || !positive(block[0]) || !positive(block[1])) {
+    c.reject(key, fmt::format("must be two positive integers [rows, columns], got {}", block.dump()));
+  }
+  q.scales = WeightQuantization::Scales::block;
+  q.block_rows = block[0].get<std::int32_t>();
+  q.block_cols = block[1].get<std::int32_t>();
+}
+
+// compressed-tensors: every config group's weights must be the same 8-bit float scheme.
+void compressed_tensors_parse(const ConfigContext& qc, WeightQuantization& q) {
+  if (qc.has("format") && qc.json.at("format") != "float-quantized") {
+    qc.reject("format", fmt::format("{} is not supported (float-quantized)", qc.json.at("format").dump()));
+  }
+  if (qc.has("quantization_status") && qc.json.at("quantization_status") != "compressed" &&
+      qc.json.at("quantization_status") != "frozen") {
+    qc.reject("quantization_status",
+              fmt::format("{} is not supported (compressed, frozen)", qc.json.at("quantization_status").dump()));
+  }
+  if (!qc.has("config_groups") || !qc.json.at("config_groups").is_object() || qc.json.at("config_groups").empty()) {
+    qc.reject("config_groups", "must be a non-empty object");
+  }
+  bool first = true;
+  for (const auto& [group_name, group] : qc.json.at("config_groups").items()) {
+    const std::string origin = fmt::format("{}: config_groups.{}", qc.origin, group_name);
+    if (!group.is_object() || !group.contains("weights") || !group.at("weights").is_object()) {
+      fail(ExitCode::preparation, "{}: must hold a `weights` object", origin);
+    }
+    const std::string weights_origin = origin + ".weights";
+    const ConfigContext w{group.at("weights"), weights_origin};
+    if (!w.has("num_bits") || w.json.at("num_bits") != 8 || !w.has("type") || w.json.at("type") != "float") {
+      w.reject("num_bits", "only 8-bit float weights (FP8 E4M3) are supported");
+    }
+    if (w.has("group_size")) w.reject("group_size", "group-wise scales are not supported");
+    WeightQuantization scheme;
+    std::string strategy;
+    if (w.has("strategy") && w.json.at("strategy").is_string()) strategy = w.json.at("strategy").get<std::string>();
+    if (strategy == "tensor") {
+      scheme.scales = WeightQuantization::Scales::tensor;
+    } else if (strategy == "channel") {
+      scheme.scales = WeightQuantization::Scales::channel;
+    } else if (strategy == "block" && w.has("block_structure")) {
+      block_size_parse(w, "block_structure", scheme);
+    } else {
+      w.reject("strategy", fmt::format("{} is not supported (tensor, channel, block with block_structure)",
+                                       w.has("strategy") ? w.json.at("strategy").dump() : "none"));
+    }
+    if (!first && (scheme.scales != q.scales || scheme.block_rows != q.block_rows || scheme.block_cols != q.block_cols)) {
+      fail(ExitCode::preparation, "{}: differs from the other groups' weight scales (one scheme is supported)", origin);
+    }
+    q.scales = scheme.scales;
+    q.block_rows = scheme.block_rows;
+    q.block_cols = scheme.block_cols;
+    first = false;
+  }
+  q.scale_suffix = "_scale";
+}
+
+// quantization_config: FP8 (E4M3) weights with tensor, channel or block scales, in HF's "fp8" or
+// the "compressed-tensors" layout; any other method is an error naming it, never weights read as
+// something they are not.
 void quantization_parse(const ConfigContext& c, WeightQuantization& q) {
   if (!c.has("quantization_config")) return;
   const auto& dict = c.json.at("quantization_config");
@@ -128,23 +192,17 @@ void quantization_parse(const ConfigContext& c, WeightQuantization& q) {
   const ConfigContext qc{dict, origin};
   if (!qc.has("quant_method") || !dict.at("quant_method").is_string()) qc.reject("quant_method", "must name the method");
   const std::string method = dict.at("quant_method").get<std::string>();
-  if (method != "fp8") {
-    qc.reject("quant_method", fmt::format("\"{}\" is not supported (fp8: F8_E4M3 weights with block or tensor scales)",
-                                          method));
-  }
-  if (qc.has("fmt") && (!dict.at("fmt").is_string() || dict.at("fmt") != "e4m3")) {
-    qc.reject("fmt", fmt::format("{} is not supported (e4m3)", dict.at("fmt").dump()));
-  }
-  if (qc.has("weight_block_size")) {
-    const auto& block = dict.at("weight_block_size");
-    const auto positive = [](const nlohmann::json& v) {
-      return v.is_number_integer() && v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= (1 << 20);
-    };
-    if (!block.is_array() || block.size() != 2 || !positive(block[0]) || !positive(block[1])) {
-      qc.reject("weight_block_size", fmt::format("must be two positive integers [rows, columns], got {}", block.dump()));
+  if (method == "fp8") {
+    if (qc.has("fmt") && (!dict.at("fmt").is_string() || dict.at("fmt") != "e4m3")) {
+      qc.reject("fmt", fmt::format("{} is not supported (e4m3)", dict.at("fmt").dump()));
     }
-    q.block_rows = block[0].get<std::int32_t>();
-    q.block_cols = block[1].get<std::int32_t>();
+    if (qc.has("weight_block_size")) block_size_parse(qc, "weight_block_size", q);
+  } else if (method == "compressed-tensors") {
+    compressed_tensors_parse(qc, q);
+  } else {
+    qc.reject("quant_method", fmt::format("\"{}\" is not supported (fp8, compressed-tensors: FP8 E4M3 weights with "
+                                          "tensor, channel or block scales)",
+                                          method));
   }
   q.fp8 = true;
 }

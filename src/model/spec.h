@@ -40,15 +40,21 @@ struct WeightNames {
 };
 
 // How the checkpoint stores its linear weights (config.json `quantization_config`). FP8 checkpoints
-// (quant_method "fp8", fmt "e4m3": Qwen3-*-FP8, DeepSeek-V3 style) hold each projection as F8_E4M3
-// with a F32/BF16 `<name>_scale_inv` beside it, one scale per block of weight_block_size (rows,
-// columns), or one per tensor without it; the weight is the FP8 value times its block's scale.
+// hold each projection as F8_E4M3 with F32/BF16 scales beside it; the weight is the FP8 value times
+// its scale. Two layouts are read:
+//   - quant_method "fp8", fmt "e4m3" (Qwen3-*-FP8, DeepSeek-V3 style): `<name>_scale_inv`, one scale
+//     per block of weight_block_size (rows, columns), or one per tensor without it;
+//   - quant_method "compressed-tensors" with 8-bit float weights (llm-compressor's FP8 models):
+//     `<name>_scale`, one per tensor, per output channel or per block (block_structure).
 // Preparation dequantizes them to BF16, exactly (an E4M3 value times a power-of-two scale is a
 // BF16 value; other scales round once), so the runtime computes with BF16 weights and BF16 or F32
 // activations where the reference implementations also quantize activations to FP8.
 struct WeightQuantization {
+  enum class Scales : std::uint8_t { tensor, channel, block };
   bool fp8 = false;
-  std::int32_t block_rows = 0, block_cols = 0;  // 0: one scale per tensor
+  Scales scales = Scales::tensor;
+  std::int32_t block_rows = 0, block_cols = 0;  // Scales::block
+  std::string scale_suffix = "_scale_inv";     // appended to the weight's name
 };
 
 struct ModelSpec {

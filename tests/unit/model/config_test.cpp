@@ -181,7 +181,7 @@ TEST(ModelSpec, ReadsFp8QuantizationConfig) {
   EXPECT_TRUE(spec.quantization.fp8);
   EXPECT_EQ(spec.quantization.block_rows, 0);
 
-  for (const char* method : {"awq", "gptq", "compressed-tensors", "bitsandbytes"}) {
+  for (const char* method : {"awq", "gptq", "bitsandbytes", "mxfp4"}) {
     c["quantization_config"] = {{"quant_method", method}};
     expect_error(c, "quant_method");
   }
@@ -197,6 +197,63 @@ TEST(ModelSpec, ReadsFp8QuantizationConfig) {
     c["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", block}};
     expect_error(c, "weight_block_size");
   }
+}
+
+TEST(ModelSpec, ReadsCompressedTensorsFp8) {
+  using Scales = WeightQuantization::Scales;
+  const auto config_with = [](const nlohmann::json& weights, const nlohmann::json& extra = nlohmann::json::object()) {
+    auto c = base_config();
+    c["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "float-quantized"},
+        {"quantization_status", "compressed"},
+        {"ignore", {"lm_head"}},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}},
+            {"weights", weights},
+            {"input_activations", {{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}, {"dynamic", false}}}}}}}};
+    for (const auto& [key, value] : extra.items()) c["quantization_config"][key] = value;
+    return c;
+  };
+  const nlohmann::json channel = {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}, {"symmetric", true},
+                                  {"dynamic", false}, {"group_size", nullptr}, {"block_structure", nullptr}};
+  ModelSpec spec = parse(config_with(channel));
+  EXPECT_TRUE(spec.quantization.fp8);
+  EXPECT_EQ(spec.quantization.scales, Scales::channel);
+  EXPECT_EQ(spec.quantization.scale_suffix, "_scale");
+  nlohmann::json tensor = channel;
+  tensor["strategy"] = "tensor";
+  EXPECT_EQ(parse(config_with(tensor)).quantization.scales, Scales::tensor);
+  nlohmann::json block = channel;
+  block["strategy"] = "block";
+  block["block_structure"] = {128, 128};
+  spec = parse(config_with(block));
+  EXPECT_EQ(spec.quantization.scales, Scales::block);
+  EXPECT_EQ(spec.quantization.block_rows, 128);
+
+  nlohmann::json int4 = channel;
+  int4["num_bits"] = 4;
+  int4["type"] = "int";
+  expect_error(config_with(int4), "only 8-bit float weights");
+  nlohmann::json grouped = channel;
+  grouped["strategy"] = "group";
+  grouped["group_size"] = 128;
+  expect_error(config_with(grouped), "group_size");
+  nlohmann::json unblocked = channel;
+  unblocked["strategy"] = "block";
+  expect_error(config_with(unblocked), "strategy");
+  expect_error(config_with(channel, {{"format", "pack-quantized"}}), "format");
+  expect_error(config_with(channel, {{"quantization_status", "initialized"}}), "quantization_status");
+  auto two = config_with(channel);
+  two["quantization_config"]["config_groups"]["group_1"] = {{"targets", {"Linear"}}, {"weights", tensor}};
+  expect_error(two, "differs from the other groups");
+  auto none = config_with(channel);
+  none["quantization_config"]["config_groups"] = nlohmann::json::object();
+  expect_error(none, "config_groups");
+  auto no_weights = config_with(channel);
+  no_weights["quantization_config"]["config_groups"]["group_0"].erase("weights");
+  expect_error(no_weights, "weights");
 }
 
 TEST(ModelSpec, RejectsNonJson) {

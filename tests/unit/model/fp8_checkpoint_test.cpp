@@ -1,8 +1,9 @@
-// FP8 checkpoints (quantization_config quant_method "fp8"): a fixture's projections quantized to
-// F8_E4M3 with block scales (partial blocks included) and with one scale per tensor read back as
-// exactly the BF16 values they encode, and the model over them computes the same logits, bit for
-// bit, as over a BF16 checkpoint of those values. Bad FP8 checkpoints (no scale, a misshapen or
-// non-finite scale, a NaN weight, FP8 without the config, an FP8 norm vector) fail naming the tensor.
+// FP8 checkpoints: a fixture's projections quantized to F8_E4M3, in HF's "fp8" layout (block scales
+// with partial blocks, one scale per tensor) and in the "compressed-tensors" one (tensor, channel
+// and block scales, input scales beside them), read back as exactly the BF16 values they encode,
+// and the model over them computes the same logits, bit for bit, as over a BF16 checkpoint of those
+// values. Bad FP8 checkpoints (no scale, a misshapen or non-finite scale, a NaN weight, FP8 without
+// the config, an FP8 norm vector) fail naming the tensor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,10 +107,20 @@ class Fp8Checkpoint : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  // Writes root_/fp8 (projections as E4M3 + `_scale_inv` in `scale_dtype`, the quantization
-  // config) and root_/bf16 (the same values dequantized, no quantization config). `scalar_scale`:
-  // per-tensor scales stored with shape [] instead of [1].
-  void write_pair(std::int64_t block_rows, std::int64_t block_cols, bool scalar_scale = false) {
+  // How write_pair stores the FP8 checkpoint.
+  struct Layout {
+    std::string method = "fp8";  // quant_method: "fp8" or "compressed-tensors"
+    WeightQuantization::Scales scales = WeightQuantization::Scales::block;
+    std::int64_t block_rows = 32, block_cols = 48;  // Scales::block
+    bool flat = false;  // tensor scales as [] instead of [1], channel scales as [rows] instead of [rows, 1]
+  };
+
+  // Writes root_/fp8 (projections as E4M3 with their scales, and input scales for
+  // compressed-tensors; the quantization config) and root_/bf16 (the same values dequantized, no
+  // quantization config).
+  void write_pair(const Layout& layout) {
+    using Scales = WeightQuantization::Scales;
+    const bool compressed = layout.method == "compressed-tensors";
     std::vector<Tensor> fp8, bf16;
     for (const Tensor& t : source_) {
       if (!is_projection(t.name)) {
@@ -118,17 +129,29 @@ class Fp8Checkpoint : public ::testing::Test {
         continue;
       }
       ASSERT_EQ(t.dtype, package::DType::bf16) << t.name;
+      const std::int64_t rows = t.shape[0], cols = t.shape[1];
       std::vector<std::uint16_t> values(t.bytes.size() / 2);
       std::memcpy(values.data(), t.bytes.data(), t.bytes.size());
-      const Quantized q = quantize(values, t.shape[0], t.shape[1], block_rows, block_cols);
+      const std::int64_t block_rows = layout.scales == Scales::block ? layout.block_rows
+                                      : layout.scales == Scales::channel ? 1
+                                                                         : 0;
+      const std::int64_t block_cols = layout.scales == Scales::block ? layout.block_cols : cols;
+      const Quantized q = quantize(values, rows, cols, block_rows, block_cols);
       fp8.push_back({t.name, package::DType::f8_e4m3, t.shape, bytes_of(q.fp8)});
       std::vector<std::int64_t> scale_shape;
-      if (block_rows > 0) {
-        scale_shape = {(t.shape[0] + block_rows - 1) / block_rows, (t.shape[1] + block_cols - 1) / block_cols};
-      } else if (!scalar_scale) {
+      if (layout.scales == Scales::block) {
+        scale_shape = {(rows + block_rows - 1) / block_rows, (cols + block_cols - 1) / block_cols};
+      } else if (layout.scales == Scales::channel) {
+        scale_shape = layout.flat ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, 1};
+      } else if (!layout.flat) {
         scale_shape = {1};
       }
-      fp8.push_back({t.name + "_scale_inv", package::DType::f32, scale_shape, bytes_of(q.scales)});
+      fp8.push_back({t.name + (compressed ? "_scale" : "_scale_inv"), package::DType::f32, scale_shape,
+                     bytes_of(q.scales)});
+      if (compressed) {
+        const std::string input_scale = t.name.substr(0, t.name.size() - std::string("weight").size()) + "input_scale";
+        fp8.push_back({input_scale, package::DType::f32, {1}, bytes_of(std::vector<float>{0.0625f})});
+      }
       bf16.push_back({t.name, package::DType::bf16, t.shape, bytes_of(q.dequantized)});
       dequantized_[t.name] = q.dequantized;
       shapes_[t.name] = t.shape;
@@ -136,10 +159,25 @@ class Fp8Checkpoint : public ::testing::Test {
     write_safetensors(root_ / "fp8" / "model.safetensors", fp8);
     write_safetensors(root_ / "bf16" / "model.safetensors", bf16);
     nlohmann::json quantized = config_;
-    quantized["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}};
-    if (block_rows > 0) quantized["quantization_config"]["weight_block_size"] = {block_rows, block_cols};
-    std::ofstream(root_ / "fp8" / "config.json") << quantized.dump(2);
-    std::ofstream(root_ / "bf16" / "config.json") << config_.dump(2);
+    if (compressed) {
+      const char* strategy = layout.scales == Scales::block     ? "block"
+                             : layout.scales == Scales::channel ? "channel"
+                                                                : "tensor";
+      nlohmann::json weights = {{"num_bits", 8}, {"type", "float"}, {"strategy", strategy}, {"symmetric", true},
+                                {"dynamic", false}, {"group_size", nullptr}, {"block_structure", nullptr}};
+      if (layout.scales == Scales::block) weights["block_structure"] = {layout.block_rows, layout.block_cols};
+      quantized["quantization_config"] = {
+          {"quant_method", "compressed-tensors"}, {"format", "float-quantized"}, {"quantization_status", "compressed"},
+          {"ignore", {"lm_head"}},
+          {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", weights}}}}}};
+    } else {
+      quantized["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}};
+      if (layout.scales == Scales::block) {
+        quantized["quantization_config"]["weight_block_size"] = {layout.block_rows, layout.block_cols};
+      }
+    }
+    std::ofstream(root_ / "fp8" / "config.json", std::ios::trunc) << quantized.dump(2);
+    std::ofstream(root_ / "bf16" / "config.json", std::ios::trunc) << config_.dump(2);
   }
 
   // Rewrites root_/fp8/model.safetensors through `edit` (which may change or drop tensors).
@@ -188,7 +226,7 @@ class Fp8Checkpoint : public ::testing::Test {
 };
 
 TEST_F(Fp8Checkpoint, BlockScalesDequantizeExactly) {
-  write_pair(32, 48);  // 128 x 192 and 256 x 128 projections: partial blocks on both axes
+  write_pair({});  // 32 x 48 blocks over 128 x 192 and 256 x 128 projections: partial on both axes
   const ModelSpec spec = model_spec_load(root_ / "fp8");
   EXPECT_TRUE(spec.quantization.fp8);
   EXPECT_EQ(spec.quantization.block_rows, 32);
@@ -200,10 +238,37 @@ TEST_F(Fp8Checkpoint, BlockScalesDequantizeExactly) {
 }
 
 TEST_F(Fp8Checkpoint, TensorScalesInBothShapes) {
-  write_pair(0, 0);
+  write_pair({.scales = WeightQuantization::Scales::tensor});
   expect_same_model();
-  write_pair(0, 0, /*scalar_scale=*/true);
+  write_pair({.scales = WeightQuantization::Scales::tensor, .flat = true});
   expect_same_model();
+}
+
+TEST_F(Fp8Checkpoint, CompressedTensorsLayouts) {
+  using Scales = WeightQuantization::Scales;
+  for (const Layout& layout : {Layout{.method = "compressed-tensors", .scales = Scales::channel},
+                               Layout{.method = "compressed-tensors", .scales = Scales::channel, .flat = true},
+                               Layout{.method = "compressed-tensors", .scales = Scales::tensor},
+                               Layout{.method = "compressed-tensors", .scales = Scales::block, .block_rows = 64,
+                                      .block_cols = 64}}) {
+    write_pair(layout);
+    const ModelSpec spec = model_spec_load(root_ / "fp8");
+    EXPECT_EQ(spec.quantization.scales, layout.scales);
+    const Checkpoint ckpt = Checkpoint::open(root_ / "fp8", spec.quantization);
+    for (const auto& [name, values] : dequantized_) EXPECT_EQ(ckpt.read_bf16(name, shapes_.at(name)), values) << name;
+    expect_same_model();
+  }
+  // A channel scale of the wrong length names the scale.
+  write_pair({.method = "compressed-tensors", .scales = Scales::channel});
+  edit_fp8([](std::vector<Tensor>& t) {
+    for (Tensor& x : t) {
+      if (x.name == "model.layers.1.mlp.down_proj.weight_scale") {
+        x.shape = {x.shape[0] - 1, 1};
+        x.bytes.resize(x.bytes.size() - 4);
+      }
+    }
+  });
+  expect_load_error(root_ / "fp8", "`model.layers.1.mlp.down_proj.weight_scale` has shape");
 }
 
 TEST_F(Fp8Checkpoint, BadFp8CheckpointsNameTheTensor) {
@@ -215,29 +280,29 @@ TEST_F(Fp8Checkpoint, BadFp8CheckpointsNameTheTensor) {
     throw std::runtime_error("no " + name);
   };
 
-  write_pair(32, 48);
+  write_pair({});
   edit_fp8([&](std::vector<Tensor>& t) { std::erase_if(t, [&](const Tensor& x) { return x.name == scale; }); });
   expect_load_error(root_ / "fp8", "has no `" + scale + "`");
 
-  write_pair(32, 48);
+  write_pair({});
   edit_fp8([&](std::vector<Tensor>& t) {
     Tensor& s = find(t, scale);
     s.shape = {s.shape[0] * s.shape[1]};
   });
   expect_load_error(root_ / "fp8", "`" + scale + "` has shape");
 
-  write_pair(32, 48);
+  write_pair({});
   edit_fp8([&](std::vector<Tensor>& t) {
     const float nan = std::nanf("");
     std::memcpy(find(t, scale).bytes.data(), &nan, 4);
   });
   expect_load_error(root_ / "fp8", "non-finite scale");
 
-  write_pair(32, 48);
+  write_pair({});
   edit_fp8([&](std::vector<Tensor>& t) { find(t, weight).bytes[5] = std::byte{0x7f}; });  // E4M3 NaN
   expect_load_error(root_ / "fp8", "holds a NaN at [0, 5]");
 
-  write_pair(32, 48);
+  write_pair({});
   edit_fp8([&](std::vector<Tensor>& t) {
     Tensor& norm = find(t, "model.norm.weight");
     norm.dtype = package::DType::f8_e4m3;
@@ -245,10 +310,10 @@ TEST_F(Fp8Checkpoint, BadFp8CheckpointsNameTheTensor) {
   });
   expect_load_error(root_ / "fp8", "`model.norm.weight` has dtype F8_E4M3");
 
-  write_pair(32, 48);
+  write_pair({});
   nlohmann::json plain = config_;  // FP8 weights, but the config does not say so
   std::ofstream(root_ / "fp8" / "config.json", std::ios::trunc) << plain.dump(2);
-  expect_load_error(root_ / "fp8", "F8_E4M3 needs an fp8 quantization_config");
+  expect_load_error(root_ / "fp8", "F8_E4M3 needs an FP8 quantization_config");
 }
 
 }  // namespace
