@@ -193,7 +193,12 @@ std::vector<std::uint16_t> Checkpoint::dequantize_fp8(const std::string& name, c
       if (!std::isfinite(value)) {
         fail(ExitCode::preparation, "checkpoint {}: FP8 tensor `{}` holds a NaN at [{}, {}]", dir_.string(), name, r, c);
       }
-      out[std::size_t(r * cols + c)] = helios::f32_to_bf16(value * scale_row[c / block_cols]);
+      const float scaled = value * scale_row[c / block_cols];
+      if (!std::isfinite(scaled)) {
+        fail(ExitCode::preparation, "checkpoint {}: FP8 tensor `{}` at [{}, {}] overflows F32 with its scale", dir_.string(),
+             name, r, c);
+      }
+      out[std::size_t(r * cols + c)] = helios::f32_to_bf16(scaled);
     }
   }
   return out;

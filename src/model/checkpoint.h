@@ -3,7 +3,7 @@
 // copied whole into RAM); a tensor is converted to BF16 or F32 only when asked for, with its shape
 // checked. With FP8 weight quantization (spec.h), read_bf16 also takes F8_E4M3 matrices and
 // dequantizes them with their `<name>_scale_inv`. Every problem (bad index, missing shard or tensor,
-// wrong shape or dtype, a missing or misshapen scale, a non-finite weight or scale, truncated file)
+// wrong shape or dtype, a missing or misshapen scale, a non-finite weight, scale or product, truncated file)
 // is a flare::Error (preparation) that names the file and the tensor.
 #pragma once
 

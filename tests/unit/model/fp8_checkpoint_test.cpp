@@ -2,8 +2,8 @@
 // with partial blocks, one scale per tensor) and in the "compressed-tensors" one (tensor, channel
 // and block scales, input scales beside them), read back as exactly the BF16 values they encode,
 // and the model over them computes the same logits, bit for bit, as over a BF16 checkpoint of those
-// values. Bad FP8 checkpoints (no scale, a misshapen or non-finite scale, a NaN weight, FP8 without
-// the config, an FP8 norm vector) fail naming the tensor.
+// values. Bad FP8 checkpoints (no scale, a misshapen or non-finite scale, a NaN weight, a weight its
+// scale overflows, FP8 without the config, an FP8 norm vector) fail naming the tensor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -297,6 +297,14 @@ TEST_F(Fp8Checkpoint, BadFp8CheckpointsNameTheTensor) {
     std::memcpy(find(t, scale).bytes.data(), &nan, 4);
   });
   expect_load_error(root_ / "fp8", "non-finite scale");
+
+  write_pair({});
+  edit_fp8([&](std::vector<Tensor>& t) {
+    const float huge = 1e38f;  // finite, but 448 * 1e38 is not
+    std::memcpy(find(t, scale).bytes.data(), &huge, 4);
+    find(t, weight).bytes[0] = std::byte{0x7e};  // 448
+  });
+  expect_load_error(root_ / "fp8", "at [0, 0] overflows F32 with its scale");
 
   write_pair({});
   edit_fp8([&](std::vector<Tensor>& t) { find(t, weight).bytes[5] = std::byte{0x7f}; });  // E4M3 NaN
