@@ -77,16 +77,9 @@ std::vector<Case> parameter_grid() {
   return grid;
 }
 
-class CudaSampling : public testing::Test {
+class CudaSampling : public BackendVersusCpuTest {
  protected:
-  void SetUp() override {
-    std::string reason;
-    gpu_ = try_cuda_backend(&reason);
-    if (!gpu_) GTEST_SKIP() << "no CUDA backend: " << reason;
-    const std::uint32_t seed = std::random_device{}();
-    rng_.seed(seed);
-    std::printf("[ device   ] %s (%s), seed %u\n", gpu_->device().name.c_str(), gpu_->device().arch().c_str(), seed);
-  }
+  CudaSampling() : BackendVersusCpuTest(1) {}  // the reference is the host sampler, not the CPU backend
 
   // [k_rows, vocab] logits of several shapes: N(0, scale) for scales 0.5..8, bf16-rounded rows
   // (ties everywhere), a constant row (one tie of the whole vocabulary).
@@ -125,9 +118,6 @@ class CudaSampling : public testing::Test {
     for (auto& t : out) t = token(rng_);
     return out;
   }
-
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  std::mt19937 rng_;
 };
 
 TEST_F(CudaSampling, MatchesTheHostSamplerOnEveryParameterSet) {

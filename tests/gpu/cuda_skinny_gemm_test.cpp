@@ -33,15 +33,11 @@ using namespace gpu_testing;
 constexpr std::int64_t k_max_n = 4103, k_max_k = 4104;
 constexpr std::int64_t k_w_stride = 4112, k_x_stride = 4120;  // 16-byte aligned rows, wider than k
 
-class CudaSkinnyGemm : public testing::Test {
+class CudaSkinnyGemm : public BackendVersusCpuTest {
  protected:
   void SetUp() override {
-    std::string reason;
-    gpu_ = try_cuda_backend(&reason);
-    if (!gpu_) GTEST_SKIP() << "no CUDA backend: " << reason;
-    const std::uint32_t seed = std::random_device{}();
-    rng_.seed(seed);
-    std::printf("[ device   ] %s (%s), seed %u\n", gpu_->device().name.c_str(), gpu_->device().arch().c_str(), seed);
+    BackendVersusCpuTest::SetUp();
+    if (!gpu_) return;  // skipped
     // The per-tile modules the backend compiled at construction, from the same kernel cache.
     cuda::Nvrtc nvrtc(cuda::k_default_cuda_root);
     for (const int tile : cuda::SkinnyGemm::k_tiles) {
@@ -60,7 +56,7 @@ class CudaSkinnyGemm : public testing::Test {
         [this](const std::string& entry, int tile) { return modules_.at(tile)->function(entry.c_str()); }, false);
   }
 
-  std::vector<std::uint16_t> random_bf16(std::size_t n, float scale) {
+  std::vector<std::uint16_t> uniform_bf16(std::size_t n, float scale) {  // uniform in [-scale, scale)
     std::uniform_real_distribution<float> uniform(-scale, scale);
     std::vector<std::uint16_t> v(n);
     for (auto& x : v) x = f32_to_bf16(uniform(rng_));
@@ -131,11 +127,8 @@ class CudaSkinnyGemm : public testing::Test {
             .out_dtype = out.t.dtype, .m = x.t.rows, .n = w.t.rows, .k = w.t.cols};
   }
 
-  std::unique_ptr<cuda::CudaBackend> gpu_;  // declared first: everything below goes before it
   std::map<int, std::unique_ptr<cuda::Module>> modules_;  // by x-row tile
   std::unique_ptr<cuda::SkinnyGemm> skinny_;
-  cpu::CpuBackend cpu_{8};
-  std::mt19937 rng_;
 };
 
 // Within tolerance of the CPU: F32 outputs differ only by summation order, BF16 also by one rounding.
@@ -152,8 +145,8 @@ bool within_tolerance(const std::vector<float>& got, const std::vector<float>& r
 
 TEST_F(CudaSkinnyGemm, EveryVariantMatchesTheCpu) {
   // One strided x and w; each problem is their top-left [m, k] and [n, k] corner.
-  const auto x = random_bf16(std::size_t(16 * k_x_stride), 1.0f);
-  const auto w = random_bf16(std::size_t(k_max_n * k_w_stride), 0.05f);
+  const auto x = uniform_bf16(std::size_t(16 * k_x_stride), 1.0f);
+  const auto w = uniform_bf16(std::size_t(k_max_n * k_w_stride), 0.05f);
   std::vector<float> bias(static_cast<std::size_t>(k_max_n));
   for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
   const Matrix gx = device_bf16(*gpu_, x, 16, k_x_stride, k_x_stride);
@@ -198,7 +191,7 @@ TEST_F(CudaSkinnyGemm, DenseRowsAndRunsAreBitIdentical) {
   // Rows exactly k wide (the weights of a real model), and the same run twice gives the same bits.
   for (const std::int64_t m : {1, 6, 16}) {
     const std::int64_t n = 1000, k = 2048;
-    const auto x = random_bf16(std::size_t(m * k), 1.0f), w = random_bf16(std::size_t(n * k), 0.05f);
+    const auto x = uniform_bf16(std::size_t(m * k), 1.0f), w = uniform_bf16(std::size_t(n * k), 0.05f);
     const std::vector<float> ref = cpu_reference(x, k, w, k, nullptr, m, n, k);
     const Matrix gx = device_bf16(*gpu_, x, m, k, k), gw = device_bf16(*gpu_, w, n, k, k);
     for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
@@ -226,7 +219,7 @@ TEST_F(CudaSkinnyGemm, RaceRecordsAWinnerThatReplaysBitIdentically) {
   for (const Problem p : {Problem{1, 4096, 4096, false}, Problem{3, 1536, 2048, true}, Problem{16, 640, 4104, false}}) {
     const std::int64_t m = p.m, n = p.n, k = p.k;
     const bool bias_on = p.bias_on;
-    const auto x = random_bf16(std::size_t(m * k), 1.0f), w = random_bf16(std::size_t(n * k), 0.05f);
+    const auto x = uniform_bf16(std::size_t(m * k), 1.0f), w = uniform_bf16(std::size_t(n * k), 0.05f);
     const std::vector<float> bias(std::size_t(n), 0.25f);
     const Matrix gx = device_bf16(*gpu_, x, m, k, k), gw = device_bf16(*gpu_, w, n, k, k);
     const Matrix gb = device_f32(*gpu_, bias, 1, n);
@@ -291,7 +284,7 @@ TEST_F(CudaSkinnyGemm, FrozenSkinnyChoicesRunThroughTheBackend) {
   if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
   const cuda::CublasLt lt(cuda::k_default_cuda_root);
   const std::int64_t m = 5, n = 777, k = 1032;
-  const auto x = random_bf16(std::size_t(m * k), 1.0f), w = random_bf16(std::size_t(n * k), 0.05f);
+  const auto x = uniform_bf16(std::size_t(m * k), 1.0f), w = uniform_bf16(std::size_t(n * k), 0.05f);
   std::vector<float> bias(static_cast<std::size_t>(n));
   for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
   const Matrix gx = device_bf16(*gpu_, x, m, k, k + 8), gw = device_bf16(*gpu_, w, n, k, k);
