@@ -51,12 +51,9 @@ int decode_splits(std::int64_t n_ctas, int n_sms, std::int64_t max_keys) {
   return int(std::clamp<std::int64_t>(std::min(wanted, useful), 1, k_max_decode_splits));
 }
 
-// The decode kernel's copy ring for one iteration: units of 8 elements (2 x head_dim / 32 of K,
-// 4 x head_dim / 64 of V) x 128 threads.
-int attention_decode_stage_bytes(int head_dim, bool fp8) {
-  const int units = 2 * (head_dim / 32) + 4 * (head_dim / 64);
-  return units * 128 * (fp8 ? 8 : 16);
-}
+// The decode kernel's copy ring for one iteration: the K and V of 64 keys (16 a warp), whatever
+// the kernel's unit size.
+int attention_decode_stage_bytes(int head_dim, bool fp8) { return 64 * 2 * head_dim * (fp8 ? 1 : 2); }
 
 // Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200:
 //   - BF16 at head dim 128 (Llama-3.1-8B shape): 4 where the device lets a CTA hold them (128 KiB:

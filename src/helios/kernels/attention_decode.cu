@@ -14,14 +14,15 @@
 //     Keys come through a cp.async ring in shared memory (below), each thread's fragments in its own
 //     column, so reads never conflict. A dot product does not care in which order dims are summed,
 //     nor P V in which order keys are, so dims are assigned to fragment slots such that every
-//     thread's fragments are whole 16-byte pieces of a key (8 bytes for fp8):
-//       - S^T = K Q^T, k-steps 2p and 2p+1: the thread (group g, quad t) of the warp supplies dims
-//         [32p + 8t, +8) of keys g and g + 8 (its A rows), as one 16-byte load each (8 bytes for
-//         fp8); Q^T's B fragments use the same dim order.
+//     thread's fragments are whole units of U consecutive dims of a key (U = k_unit_dims: 8 bf16
+//     or 16 fp8 dims, 16 bytes; 8 fp8 dims, 8 bytes, at head dim 64):
+//       - S^T = K Q^T, k-steps (U/4) p .. (U/4) p + U/4 - 1: the thread (group g, quad t) of the
+//         warp supplies dims [4Up + Ut, +U) of keys g and g + 8 (its A rows), one load each, four
+//         dims a k-step; Q^T's B fragments use the same dim order.
 //       - O^T = V^T P^T: rows g | g + 8 of dim m-tile mt are the thread's dims 2mt | 2mt + 1 of
-//         [64u + 8g, +8) for each 64 dims u, so the thread needs those dims of each of its four keys
-//         (2t, 2t+1, 2t+8, 2t+9 of the 16): one 16-byte load per key and u (8 bytes for fp8), paired
-//         into A fragments with byte permutes. P^T's B fragments come from the lanes that hold
+//         [8Uu + Ug, +U) for each 8U dims u, so the thread needs those dims of each of its four
+//         keys (2t, 2t+1, 2t+8, 2t+9 of the 16): one load per key and u, paired into A fragments
+//         with byte permutes. P^T's B fragments come from the lanes that hold
 //         those keys' scores (two shuffles per fragment register).
 //     BF16 pages use the bf16 mma; FP8 pages are converted e4m3 -> f16 (exact, one instruction per
 //     pair on sm_89+) and use the f16 mma, Q and P converted to f16 (Q saturated to +-65504).
@@ -81,22 +82,40 @@ constexpr int k_min_split_keys = 128;
 constexpr int k_keys_per_warp_iter = 16;                        // one P V k-step
 constexpr int k_keys_per_cta_iter = k_keys_per_warp_iter * k_warps;
 constexpr int k_ksteps = HEAD_DIM / 16;                         // S = Q K^T k-steps
-constexpr int k_k_chunks = HEAD_DIM / 32;                       // 8-dim K chunks per thread per key
+// A copy unit is 16 bytes of one key: 8 bf16 dims, or 16 fp8 dims at head dim 128. FP8 at head dim
+// 64 keeps 8-byte units (8 dims), since a thread holds only 8 V dims of a key there. Wider units
+// halve the copy and shared-memory load instructions, which bound the fp8 kernel (it reads half the
+// bytes per instruction of the bf16 one).
+#if KV_FP8 && HEAD_DIM == 64
+constexpr int k_unit_dims = 8;
+#elif KV_FP8
+constexpr int k_unit_dims = 16;
+#else
+constexpr int k_unit_dims = 8;
+#endif
+constexpr int k_k_chunks = HEAD_DIM / (4 * k_unit_dims);        // K units per thread per key
+constexpr int k_ksteps_per_chunk = k_unit_dims / 4;              // a thread gives 4 dims a k-step
+constexpr int k_k_words = k_unit_dims / 2;                       // operand words per K unit
 constexpr int k_dim_mtiles = HEAD_DIM / 16;                     // O^T m-tiles (16 dims each)
 constexpr int k_head_ntiles = (GROUP + 7) / 8;                   // S^T / O^T n-tiles (8 heads each)
 constexpr int k_threads = 32 * k_warps;
 
 #if KV_FP8
 typedef unsigned char kv_t;
-typedef uint2 unit_t;  // 8 e4m3 values
 #else
 typedef __nv_bfloat16 kv_t;
-typedef uint4 unit_t;  // 8 bf16 values
 #endif
+#if KV_FP8 && HEAD_DIM == 64
+typedef uint2 unit_t;  // 8 e4m3 values
+#else
+typedef uint4 unit_t;  // 8 bf16 or 16 e4m3 values
+#endif
+static_assert(sizeof(unit_t) == k_unit_dims * sizeof(kv_t), "a unit is k_unit_dims elements");
 
 // The copy pipeline: each thread reads its fragments from its own column of a shared-memory ring
-// of k_stages iterations (8-element units, k_units a thread per iteration: 2 x k_k_chunks K units,
-// keys g and g + 8, dims [32p + 8t, +8); k_v_units per V key, dims [64c + 8g, +8) of four keys), so
+// of k_stages iterations (units of U = k_unit_dims elements, k_units a thread per iteration:
+// 2 x k_k_chunks K units, keys g and g + 8, dims [4Up + Ut, +U); k_v_units per V key, dims
+// [8Uc + Ug, +U) of four keys), so
 // reads are conflict-free and k_stages - 1 iterations of loads are in flight while one computes.
 // The warp fills its 32 columns together: one cp.async instruction copies whole consecutive units
 // of whole keys (a key's K or V is contiguous), so every L2 request is a full 128-byte line. Copying
@@ -104,7 +123,7 @@ typedef uint4 unit_t;  // 8 bf16 values
 // DRAM, then bounds the kernel. A unit goes to its reader's column XOR a swizzle (flare_swizzle) that
 // keeps both the warp's copies and its reads free of bank conflicts. The ring is dynamic shared
 // memory of k_smem_bytes, which the host sets (attention_decode_smem_bytes in cuda_attention.cpp).
-constexpr int k_v_units = HEAD_DIM / 64;
+constexpr int k_v_units = HEAD_DIM / (8 * k_unit_dims);
 constexpr int k_units = 2 * k_k_chunks + 4 * k_v_units;
 #ifndef KV_STAGES
 #define KV_STAGES (KV_FP8 ? 2 : 3)  // the host's choice (attention_decode_stages)
@@ -116,7 +135,7 @@ constexpr int k_ring_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t)
 constexpr int k_acc_stride = HEAD_DIM + 4;
 constexpr int k_acc_bytes = k_warps * GROUP * k_acc_stride * 4;
 constexpr int k_smem_bytes = k_ring_bytes > k_acc_bytes ? k_ring_bytes : k_acc_bytes;
-constexpr int k_key_units = HEAD_DIM / 8;                            // units per key, K or V
+constexpr int k_key_units = HEAD_DIM / k_unit_dims;                  // units per key, K or V
 constexpr int k_keys_per_copy = 32 / k_key_units;                    // keys per warp-wide copy
 constexpr int k_copies = k_keys_per_warp_iter / k_keys_per_copy;     // copies per iteration, K or V
 
@@ -124,13 +143,14 @@ constexpr int k_copies = k_keys_per_warp_iter / k_keys_per_copy;     // copies p
 // unit that changes only bits the read phase (8 lanes for 16-byte units, 16 for 8-byte ones) keeps
 // fixed, so reads stay conflict-free, while the eight or sixteen units one copy phase writes land
 // in distinct banks (checked offline for both unit sizes and head dims, except FP8 at head dim 64,
-// whose copies keep a few two-way conflicts).
+// whose copies keep a few two-way conflicts). FP8 at head dim 128 copies like BF16 at head dim 64
+// (8 units a key), so the 16-byte swizzle serves both.
 __device__ __forceinline__ int flare_swizzle(int lane, int unit) {
-#if KV_FP8
-  return lane ^ (4 * (unit % 4)) ^ (((lane >> 4) + 2 * (unit % 2)) & 3);
-#else
-  return lane ^ ((lane >> 3) & 3) ^ (4 * (unit & 1));
-#endif
+  if constexpr (sizeof(unit_t) == 8) {
+    return lane ^ (4 * (unit % 4)) ^ (((lane >> 4) + 2 * (unit % 2)) & 3);
+  } else {
+    return lane ^ ((lane >> 3) & 3) ^ (4 * (unit & 1));
+  }
 }
 constexpr int k_v_words = k_v_units * int(sizeof(unit_t)) / 4;  // 32-bit words per V key per thread
 
@@ -191,46 +211,42 @@ __device__ __forceinline__ void flare_mma(float* d, const unsigned* a, unsigned 
 // L1-bypassing .cg form sends one request per 32-byte sector, which made the L2, not DRAM, the
 // bound (ncu on an H200: L2 at 88% of its throughput with DRAM at 51%).
 __device__ __forceinline__ void flare_cp_async(unsigned dst, const kv_t* src, bool valid) {
-#if KV_FP8
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
-#else
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-#endif
+  if constexpr (sizeof(unit_t) == 8) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+  }
 }
 __device__ __forceinline__ void flare_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void flare_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// One K unit (dims [8c, 8c + 8) of one key) as four operand words (dims 0-1, 2-3, 4-5, 6-7).
+// One unit's raw 32-bit words (bf16 pairs or fp8 quads), into w[0, sizeof(unit_t) / 4).
+__device__ __forceinline__ void flare_v_words(const unit_t& raw, unsigned* w) {
+  const unsigned* words = reinterpret_cast<const unsigned*>(&raw);
+#pragma unroll
+  for (int i = 0; i < int(sizeof(unit_t) / 4); ++i) w[i] = words[i];
+}
+
+// One K unit (dims [Uc, Uc + U) of one key) as k_k_words operand words (dims 0-1, 2-3, ...).
 __device__ __forceinline__ void flare_k_words(const unit_t& raw, unsigned* w) {
 #if KV_FP8
-  w[0] = flare_e4m3x2_to_f16x2(raw.x);
-  w[1] = flare_e4m3x2_to_f16x2(raw.x >> 16);
-  w[2] = flare_e4m3x2_to_f16x2(raw.y);
-  w[3] = flare_e4m3x2_to_f16x2(raw.y >> 16);
+  unsigned words[sizeof(unit_t) / 4];
+  flare_v_words(raw, words);
+#pragma unroll
+  for (int i = 0; i < int(sizeof(unit_t) / 4); ++i) {
+    w[2 * i] = flare_e4m3x2_to_f16x2(words[i]);
+    w[2 * i + 1] = flare_e4m3x2_to_f16x2(words[i] >> 16);
+  }
 #else
-  w[0] = raw.x;
-  w[1] = raw.y;
-  w[2] = raw.z;
-  w[3] = raw.w;
+  flare_v_words(raw, w);
 #endif
 }
 
-// One V unit, raw (bf16 pairs or fp8 quads), into words [0, sizeof(unit_t) / 4).
-__device__ __forceinline__ void flare_v_words(const unit_t& raw, unsigned* w) {
-#if KV_FP8
-  w[0] = raw.x;
-  w[1] = raw.y;
-#else
-  w[0] = raw.x;
-  w[1] = raw.y;
-  w[2] = raw.z;
-  w[3] = raw.w;
-#endif
+// The thread's V dims: local index e (0 .. U k_v_units - 1) of lane group g is this dim.
+__device__ __forceinline__ int flare_v_dim(int g, int e) {
+  return 8 * k_unit_dims * (e / k_unit_dims) + k_unit_dims * g + e % k_unit_dims;
 }
-
-// The thread's V dims: local index e (0 .. 8 k_v_units - 1) of lane group g is this dim.
-__device__ __forceinline__ int flare_v_dim(int g, int e) { return 64 * (e / 8) + 8 * g + e % 8; }
 
 // The operand word of local dim j (flare_v_dim) for keys a (low half) and b (high half).
 __device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsigned* b, int j) {
@@ -286,22 +302,31 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   const int end = min(length, begin + chunk);
 
   // Q^T as B fragments (column g of head n-tile nt: head head0 + 8 nt + g, zero past GROUP), dims
-  // in K's order: k-step 2p takes dims 32p + 8t + {0,1 | 2,3}, k-step 2p + 1 dims + {4,5 | 6,7}.
+  // in K's order: k-step (U/4) p + j takes dims 4Up + Ut + 4j + {0,1 | 2,3}.
   unsigned qb[k_head_ntiles][k_ksteps][2];
 #pragma unroll
   for (int nt = 0; nt < k_head_ntiles; ++nt) {
     const int h = 8 * nt + g;
 #pragma unroll
     for (int p = 0; p < k_k_chunks; ++p) {
-      uint4 raw = make_uint4(0, 0, 0, 0);
-      if (h < GROUP) {
-        raw = *reinterpret_cast<const uint4*>(q + (long long)row * q_stride + (long long)(head0 + h) * HEAD_DIM +
-                                              p * 32 + t * 8);
+      unsigned words[k_k_words];  // dims [4Up + Ut, +U) as bf16 pairs
+#pragma unroll
+      for (int c = 0; c < k_k_words / 4; ++c) {
+        uint4 raw = make_uint4(0, 0, 0, 0);
+        if (h < GROUP) {
+          raw = *reinterpret_cast<const uint4*>(q + (long long)row * q_stride + (long long)(head0 + h) * HEAD_DIM +
+                                                4 * k_unit_dims * p + k_unit_dims * t + 8 * c);
+        }
+        words[4 * c] = raw.x;
+        words[4 * c + 1] = raw.y;
+        words[4 * c + 2] = raw.z;
+        words[4 * c + 3] = raw.w;
       }
-      qb[nt][2 * p][0] = flare_from_bf16x2(raw.x);
-      qb[nt][2 * p][1] = flare_from_bf16x2(raw.y);
-      qb[nt][2 * p + 1][0] = flare_from_bf16x2(raw.z);
-      qb[nt][2 * p + 1][1] = flare_from_bf16x2(raw.w);
+#pragma unroll
+      for (int j = 0; j < k_ksteps_per_chunk; ++j) {
+        qb[nt][k_ksteps_per_chunk * p + j][0] = flare_from_bf16x2(words[2 * j]);
+        qb[nt][k_ksteps_per_chunk * p + j][1] = flare_from_bf16x2(words[2 * j + 1]);
+      }
     }
   }
 
@@ -348,11 +373,11 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       const kv_t* kp = !valid ? head_base : block_in_page ? block + (long long)k * slot_elems : key_address(base + k);
       // K: reader (g = k % 8, t = unit % 4), unit (k / 8, p = unit / 4).
       flare_cp_async(warp_ring + slot(stage, (k / 8) * k_k_chunks + copy_unit / 4, 4 * (k % 8) + copy_unit % 4),
-                     kp + copy_unit * 8, valid);
+                     kp + copy_unit * k_unit_dims, valid);
       // V: reader (g = unit % 8, t = (k % 8) / 2), key slot v = k % 2 + 2 (k / 8), 64-dim block unit / 8.
       flare_cp_async(warp_ring + slot(stage, 2 * k_k_chunks + (k % 2 + 2 * (k / 8)) * k_v_units + copy_unit / 8,
                                       4 * (copy_unit % 8) + (k % 8) / 2),
-                     kp + half_elems + copy_unit * 8, valid);
+                     kp + half_elems + copy_unit * k_unit_dims, valid);
     }
   };
   const unsigned char* warp_units = s_ring + warp * 32 * sizeof(unit_t);
@@ -373,7 +398,7 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     flare_cp_async_wait<k_stages - 1>();  // this thread's copies of iteration i are in ...
     __syncwarp();                         // ... and so are the other lanes'
     const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
-    unsigned kw[2][k_k_chunks][4];  // keys g | g + 8 (rows of S^T), dims [32p + 8t, +8)
+    unsigned kw[2][k_k_chunks][k_k_words];  // keys g | g + 8 (rows of S^T), dims [4Up + Ut, +U)
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
 #pragma unroll
@@ -387,10 +412,12 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
       for (int p = 0; p < k_k_chunks; ++p) {
-        const unsigned a0[4] = {kw[0][p][0], kw[1][p][0], kw[0][p][1], kw[1][p][1]};
-        const unsigned a1[4] = {kw[0][p][2], kw[1][p][2], kw[0][p][3], kw[1][p][3]};
-        flare_mma(s[nt], a0, qb[nt][2 * p][0], qb[nt][2 * p][1]);
-        flare_mma(s[nt], a1, qb[nt][2 * p + 1][0], qb[nt][2 * p + 1][1]);
+#pragma unroll
+        for (int j = 0; j < k_ksteps_per_chunk; ++j) {
+          const unsigned a[4] = {kw[0][p][2 * j], kw[1][p][2 * j], kw[0][p][2 * j + 1], kw[1][p][2 * j + 1]};
+          const int ks = k_ksteps_per_chunk * p + j;
+          flare_mma(s[nt], a, qb[nt][ks][0], qb[nt][ks][1]);
+        }
       }
     }
 
