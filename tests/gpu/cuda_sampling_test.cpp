@@ -1,9 +1,10 @@
 // CudaBackend::sample against the host reference (helios::sample_token) on random logits rows:
 // vocabularies of 151936, 32000 and 8192, batches of 64 rows (narrow and wide distributions, rows
 // of bf16-rounded values full of ties, a constant row), a grid of parameter sets (greedy,
-// temperature, top-k below and above the kernel's candidate cap, top-p, min-p, all together,
+// temperature, small and large top-k, top-p, min-p, all together,
 // penalties over random histories, logit biases with duplicates and -inf, seeds, top logprobs,
-// rows the device hands back to the host). Tokens must be identical (the kernel's only allowed
+// rows the device hands back to the host), in each of the kernel's layouts (a cluster of CTAs a row,
+// one CTA a row, slices in global memory). Tokens must be identical (the kernel's only allowed
 // difference, a draw within ~1e-13 of a cumulative-probability boundary, is not expected in a
 // few thousand draws; a mismatch prints the row); logprobs within 2e-4. Prints the time per call.
 // Logits rows are padded and the padding is NaN, so reading past a row shows. Skips without a GPU.
@@ -12,7 +13,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -111,6 +114,9 @@ class CudaSampling : public BackendVersusCpuTest {
     return m;
   }
 
+  // Every parameter set of parameter_grid() on random rows of each vocabulary against the host.
+  void check_parameter_grid(std::initializer_list<std::int64_t> vocabs, const char* layout);
+
   std::vector<std::int32_t> random_tokens(std::size_t max_n, std::int32_t pool) {
     std::uniform_int_distribution<std::size_t> length(0, max_n);
     std::uniform_int_distribution<std::int32_t> token(0, pool - 1);
@@ -120,8 +126,20 @@ class CudaSampling : public BackendVersusCpuTest {
   }
 };
 
-TEST_F(CudaSampling, MatchesTheHostSamplerOnEveryParameterSet) {
-  for (const std::int64_t vocab : {151936, 32000, 8192}) {
+// Sets an environment variable for its lifetime (the sampler reads its layout switches per call).
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnvironment() { unsetenv(name_); }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  const char* name_;
+};
+
+void CudaSampling::check_parameter_grid(std::initializer_list<std::int64_t> vocabs, const char* layout) {
+  for (const std::int64_t vocab : vocabs) {
     const std::vector<float> logits = random_logits(vocab);
     const Matrix device = device_logits(logits, vocab);
     for (const Case& c : parameter_grid()) {
@@ -151,9 +169,13 @@ TEST_F(CudaSampling, MatchesTheHostSamplerOnEveryParameterSet) {
             SampleRequest{&p, TokenHistory{prompts[std::size_t(r)], outputs[std::size_t(r)]}, index(rng_)};
       }
       gpu_->sample(device.t, requests);  // warm-up (first call allocates)
-      const auto start = std::chrono::steady_clock::now();
+      auto start = std::chrono::steady_clock::now();
       const std::vector<SampledToken> got = gpu_->sample(device.t, requests);
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      start = std::chrono::steady_clock::now();  // one row: the latency a lone request pays
+      const SampledToken first = gpu_->sample(device.t.slice_rows(0, 1), std::span(requests).first(1)).front();
+      const double us_one = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_EQ(first.token, got.front().token) << c.name << " vocab " << vocab << ": row 0 alone";
 
       ASSERT_EQ(got.size(), std::size_t(k_rows));
       int n_token_mismatches = 0, n_top_mismatches = 0;
@@ -180,15 +202,30 @@ TEST_F(CudaSampling, MatchesTheHostSamplerOnEveryParameterSet) {
               std::max(max_logprob_error, std::fabs(double(have.top_logprobs[i].second) - want.top_logprobs[i].second));
         }
       }
-      std::printf("[ sample   ] vocab %6lld %-30s %3lld rows  %8.1f us/call  token mismatches %d  top mismatches %d  "
-                  "max logprob error %.2e\n",
-                  (long long)vocab, c.name.c_str(), (long long)k_rows, us, n_token_mismatches, n_top_mismatches,
-                  max_logprob_error);
+      std::printf("[ sample   ] %-6s vocab %6lld %-30s %3lld rows %8.1f us/call, 1 row %7.1f us  token mismatches %d  "
+                  "top mismatches %d  max logprob error %.2e\n",
+                  layout, (long long)vocab, c.name.c_str(), (long long)k_rows, us, us_one, n_token_mismatches,
+                  n_top_mismatches, max_logprob_error);
       EXPECT_EQ(n_token_mismatches, 0) << c.name << " vocab " << vocab;
       EXPECT_EQ(n_top_mismatches, 0) << c.name << " vocab " << vocab;
       EXPECT_LE(max_logprob_error, 2e-4) << c.name << " vocab " << vocab;
     }
   }
+}
+
+// The layout the backend picks: on sm_90+ a cluster of 8 CTAs a row, slices in shared memory.
+TEST_F(CudaSampling, MatchesTheHostSamplerOnEveryParameterSet) { check_parameter_grid({151936, 32000, 8192}, "auto"); }
+
+// One CTA a row (the layout before sm_90): 32000 ids fit its shared memory on an H200, 151936 do not.
+TEST_F(CudaSampling, OneCtaARowMatchesTheHostSampler) {
+  const ScopedEnvironment one_cta("FLARE_CUDA_SAMPLER_CTAS", "1");
+  check_parameter_grid({151936, 32000}, "1-cta");
+}
+
+// Slices read from global memory (vocabularies too large for shared memory), penalties in scratch.
+TEST_F(CudaSampling, GlobalMemorySlicesMatchTheHostSampler) {
+  const ScopedEnvironment global("FLARE_CUDA_SAMPLER_GLOBAL", "1");
+  check_parameter_grid({151936}, "global");
 }
 
 // A seeded request draws the same tokens on the device as on the host over many output indices

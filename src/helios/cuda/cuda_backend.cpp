@@ -51,7 +51,8 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   std::string reason;
   cublaslt_ = CublasLt::try_load(cuda_root, &reason);  // null: the NVRTC GEMM serves
   std::vector<std::pair<std::string, Defines>> modules = {{"embedding", {}}, {"rms_norm", {}}, {"swiglu", {}},
-                                                          {"linear", {}},    {"gather_rows", {}}, {"sample", {}}};
+                                                          {"linear", {}},    {"gather_rows", {}},
+                                                          {"sample", sampler_defines(sampler_layout(context_.device(), 1))}};
   if (cublaslt_) {
     modules.push_back({"bias_add", {}});
     for (const int tile : SkinnyGemm::k_tiles) modules.push_back({k_skinny_gemm_source, skinny_tile_defines(tile)});
@@ -65,7 +66,7 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   function("linear", "flare_linear_bf16");
   function("linear", "flare_linear_f32");
   function("gather_rows", "flare_gather_rows");
-  function("sample", "flare_sample");
+  function("sample", "flare_sample", sampler_defines(sampler_layout(context_.device(), 1)));
   init_gemm(kernel_cache_dir);
 }
 

@@ -154,6 +154,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode counters and partials, grows on demand
   std::size_t attention_counters_ = 0;                // merge counters at its front
   std::set<CUfunction> attention_decode_smem_set_;    // decode kernels allowed their dynamic ring
+  std::set<CUfunction> sampler_smem_set_;             // samplers allowed their shared slices
 
   // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.
   // After cuBLASLt loaded (cublaslt_) and the GEMM modules were precompiled.

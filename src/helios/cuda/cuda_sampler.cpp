@@ -1,7 +1,12 @@
 // CudaBackend::sample: one kernel (kernels/sample.cu) samples every logits row where the logits
 // are. Per call: one upload (per-row parameters, then the histories the penalties need and the
-// logit biases), one launch (a CTA per row), one download of the small results (token, logprob,
-// top logprobs); the logits never leave the device.
+// logit biases), one launch (a cluster of 8 CTAs per row on sm_90+, one CTA elsewhere), one
+// download of the small results (token, logprob, top logprobs); the logits never leave the device.
+// Each CTA holds its slice of the row in shared memory when it fits (on an H200, vocabularies up
+// to about 440k), else reads it from global memory.
+//
+// For tests, FLARE_CUDA_SAMPLER_CTAS=1 samples with one CTA per row where clusters exist, and
+// FLARE_CUDA_SAMPLER_GLOBAL=1 keeps the slices in global memory.
 //
 // Rows the kernel does not handle are sampled on the host (the Backend default, which downloads
 // only those rows): more than k_device_max_top_logprobs top logprobs, or a logit bias of +inf
@@ -10,8 +15,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include "common/error.h"
 #include "helios/cuda/cuda_backend.h"
@@ -21,6 +29,7 @@ namespace {
 
 constexpr int k_device_max_top_logprobs = 20;  // FLARE_SAMPLE_MAX_TOP in sample.cu
 constexpr unsigned k_sample_block = 512;       // FLARE_BLOCK's default in sample.cu
+constexpr int k_sample_static_smem = 16 * 1024;  // above the kernel's FlareShared, with room to spare
 
 // The kernel's FlareSampleRow.
 struct SampleRowParams {
@@ -103,7 +112,26 @@ SampleRowParams row_params(const SampleRequest& request, std::vector<std::int32_
   return row;
 }
 
+bool environment_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string_view(value) == "1";
+}
+
 }  // namespace
+
+// CTAs a row: a cluster of 8 where the device has clusters (sm_90+), one CTA elsewhere. Each CTA
+// holds its slice (a multiple of 4 ids, for 16-byte copies) in shared memory when it fits.
+SamplerLayout sampler_layout(const DeviceInfo& device, std::int32_t vocab) {
+  SamplerLayout layout;
+  layout.ctas = device.compute_major >= 9 && !environment_flag("FLARE_CUDA_SAMPLER_CTAS") ? 8 : 1;
+  const std::int64_t per_cta = (std::int64_t(vocab) + layout.ctas - 1) / layout.ctas;
+  layout.slice = std::int32_t((per_cta + 3) / 4 * 4);
+  layout.in_shared = std::int64_t(layout.slice) * 4 <= device.max_shared_bytes_per_block - k_sample_static_smem &&
+                     !environment_flag("FLARE_CUDA_SAMPLER_GLOBAL");
+  return layout;
+}
+
+std::vector<std::pair<std::string, std::string>> sampler_defines(const SamplerLayout& layout) { return {{"FLARE_CLUSTER", std::to_string(layout.ctas)}}; }
 
 bool sampler_reserve(std::unique_ptr<DeviceMemory>& memory, std::size_t size_bytes) {
   if (memory && memory->size_bytes() >= size_bytes) return false;
@@ -112,9 +140,8 @@ bool sampler_reserve(std::unique_ptr<DeviceMemory>& memory, std::size_t size_byt
   return true;
 }
 
-// Everything sample() sizes by the batch, at its largest: per cell (row x vocabulary entry) 24
-// bytes (processed logits f32, marks int32, the (value, id) lists 2 x 2 int32), 233 MB at 64 rows
-// of Qwen's 152k vocabulary. Only the per-row parameters, histories and biases grow later (a few
+// Everything sample() sizes by the batch, at its largest: per cell (row x vocabulary entry) 8
+// bytes (processed logits f32, marks int32), 78 MB at 64 rows of Qwen's 152k vocabulary. Only the per-row parameters, histories and biases grow later (a few
 // KB). The memory plan must count it beside the logits [max rows, vocab] f32 themselves
 // (ignition's scratch estimate counts only those); flare run reserves it before it measures the
 // free memory it sizes the KV pool from, so the pool leaves room for it.
@@ -129,7 +156,6 @@ void CudaBackend::reserve_sampling(std::int32_t max_rows, std::int32_t vocab_siz
     check(driver().memset_d8_async(scratch.marks->address(), 0, scratch.marks->size_bytes(), stream_.handle()),
           "cuMemsetD8Async");
   }
-  sampler_reserve(scratch.lists, cells * 2 * 2 * sizeof(std::int32_t));
 }
 
 std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, std::span<const SampleRequest> requests) {
@@ -177,18 +203,26 @@ std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, std::span<co
               "cuMemsetD8Async");
       }
     }
-    sampler_reserve(scratch.lists, cells * 2 * 2 * sizeof(std::int32_t));
     copy_to_device(scratch.device_in->address(), scratch.host_in.data(), scratch.host_in.size(), stream_);
 
     CUdeviceptr logits_ptr = reinterpret_cast<CUdeviceptr>(logits.data), rows_ptr = scratch.device_in->address();
     CUdeviceptr tokens_ptr = rows_ptr + params_bytes, out_ptr = scratch.device_out->address();
     CUdeviceptr processed_ptr = any_penalized ? scratch.processed->address() : 0;
-    CUdeviceptr marks_ptr = any_penalized ? scratch.marks->address() : 0, lists_ptr = scratch.lists->address();
+    CUdeviceptr marks_ptr = any_penalized ? scratch.marks->address() : 0;
     long long logits_stride = logits.stride, processed_stride = vocab;
-    int vocab_i = vocab;
-    launch(function("sample", "flare_sample"), {.grid_x = unsigned(n_rows), .block_x = k_sample_block},
-           {&logits_ptr, &logits_stride, &vocab_i, &rows_ptr, &tokens_ptr, &processed_ptr, &processed_stride, &marks_ptr,
-            &lists_ptr, &out_ptr},
+    const SamplerLayout layout = sampler_layout(context_.device(), vocab);
+    int vocab_i = vocab, slice = layout.slice, in_shared = layout.in_shared ? 1 : 0;
+    const unsigned smem = layout.in_shared ? unsigned(layout.slice) * 4u : 0u;
+    const CUfunction f = function("sample", "flare_sample", sampler_defines(layout));
+    if (smem > 0 && sampler_smem_set_.insert(f).second) {  // once per function: the most any layout takes
+      const int most = context_.device().max_shared_bytes_per_block - k_sample_static_smem;
+      check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most),
+            "cuFuncSetAttribute (sampler shared memory)");
+    }
+    launch(f,
+           {.grid_x = unsigned(n_rows) * unsigned(layout.ctas), .block_x = k_sample_block, .shared_bytes = smem},
+           {&logits_ptr, &logits_stride, &vocab_i, &slice, &in_shared, &rows_ptr, &tokens_ptr, &processed_ptr,
+            &processed_stride, &marks_ptr, &out_ptr},
            "sample");
     copy_to_host(results.data(), out_ptr, n_rows * sizeof(SampleRowResult), stream_);
     stream_.synchronize();

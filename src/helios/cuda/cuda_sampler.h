@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "helios/cuda/driver.h"
@@ -19,8 +22,18 @@ struct SamplerScratch {
   std::unique_ptr<DeviceMemory> device_out;    // [n_rows] results
   std::unique_ptr<DeviceMemory> processed;     // [n_rows, vocab] f32 penalized logits
   std::unique_ptr<DeviceMemory> marks;         // [n_rows, vocab] int32, all zero between calls
-  std::unique_ptr<DeviceMemory> lists;         // [n_rows, 2, vocab] (value, id) int32 pairs
 };
+
+// How the kernel splits a row: `ctas` CTAs (a thread block cluster when more than one), each with
+// `slice` ids, in shared memory when `in_shared`.
+struct SamplerLayout {
+  int ctas = 1;
+  std::int32_t slice = 0;
+  bool in_shared = false;
+};
+SamplerLayout sampler_layout(const DeviceInfo& device, std::int32_t vocab);
+// The kernel's defines for a layout (its CTAs a row; the slice is an argument).
+std::vector<std::pair<std::string, std::string>> sampler_defines(const SamplerLayout& layout);
 
 // Grows `memory` to at least `size_bytes` (contents lost); true when it allocated.
 bool sampler_reserve(std::unique_ptr<DeviceMemory>& memory, std::size_t size_bytes);

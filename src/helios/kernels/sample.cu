@@ -1,19 +1,23 @@
-// Token sampling on the device with the semantics of src/helios/sampling.cpp (the reference), one
-// CTA per logits row [vocab] f32:
+// Token sampling on the device with the semantics of src/helios/sampling.cpp (the reference). Each
+// logits row [vocab] f32 is sampled by FLARE_CLUSTER CTAs: a thread block cluster on sm_90+ (8), one
+// CTA elsewhere. CTA r of a row owns the ids [r * slice, (r + 1) * slice) and, when `slice_in_smem`,
+// copies them into shared memory once, so every later pass reads shared memory instead of the
+// single SM's trickle of global bandwidth that bounds a CTA-per-row sampler. The CTAs of a row
+// combine per-pass sums through distributed shared memory (every CTA reads every CTA's partials in
+// rank order, so all take identical decisions) and meet at cluster barriers.
 //   1. processed = raw logits + logit bias, then the repetition penalty (prompt and output tokens),
-//      then presence and frequency penalties (output tokens), in a scratch row (skipped, reading the
-//      raw row, when the row has none of them);
+//      then presence and frequency penalties (output tokens): in place in the shared slice, or in
+//      the `processed` scratch row when the slice stays in global memory;
 //   2. greedy: the first maximum (lowest id), as std::max_element;
 //   3. otherwise, in the order "higher processed logit first, ties by lower id" (sigma): keep the
 //      top_k, the smallest prefix whose mass reaches top_p, cut where p < min_p, and walk the kept
 //      prefix with u * kept (u: Philox4x32-10 of (seed, output index), as sampling_uniform);
 //   4. the raw logprob of the token and the top-n raw logprobs (n <= FLARE_SAMPLE_MAX_TOP).
 // No sort of the vocabulary: every "where in sigma does a cumulative count or mass cross a target"
-// question (top-k, top-p, the draw, top-n) is answered by narrowing an interval of order keys with
-// block reductions over 16 buckets per pass (4 bits of key per pass, so at most 8 passes, and most
-// rows need 2-4; each pass's survivors are compacted so the next reads only them), until at most
-// FLARE_SAMPLE_CAP candidates are left; those are sorted in shared memory and scanned exactly.
-// min-p needs no pass: p grows with the logit, so its cut is a binary search over keys. Probabilities are computed as the host does, in double:
+// question (top-k, top-p, the draw, top-n) narrows an interval of order keys with passes of 16
+// buckets (4 bits of key a pass, so at most 8 passes) until one element or one key is left; equal
+// keys are ordered by id with a counting pass. min-p needs no pass: p grows with the logit, so its
+// cut is a binary search over keys. Probabilities are computed as the host does, in double:
 // p = exp(double(x) / T - double(max) / T).
 //
 // Exactness against the host: greedy and top-n are identical (pure order). A drawn token differs
@@ -22,11 +26,11 @@
 // its exp may differ from glibc's by one ulp; a min_p cut differs only when a probability is within
 // an ulp of min_p.
 //
-// Scratch: `processed` [n_rows, vocab] f32, `marks` [n_rows, vocab] int32 and `lists`
-// [n_rows, 2, vocab] (value, id) pairs (the candidates each narrowing pass keeps). `marks` must be
-// all zero on entry and is all zero again on exit (each row clears the entries its history
-// touched), so the host zeroes it once when it allocates it.
-// Defines: FLARE_BLOCK (threads per CTA, a multiple of 32, default 512).
+// Scratch (global mode only, or with penalties): `processed` [n_rows, vocab] f32; `marks`
+// [n_rows, vocab] int32 must be all zero on entry and is all zero again on exit (each CTA clears the
+// entries its history touched), so the host zeroes it once when it allocates it.
+// Defines: FLARE_BLOCK (threads per CTA, a multiple of 32, default 512), FLARE_CLUSTER (CTAs per
+// row: 1, or 2..8 on sm_90+, default 1). Dynamic shared memory: slice floats when slice_in_smem.
 
 // Programmatic dependent launch (sm_90+, when the host launches with it: FLARE_CUDA_PDL=1): the next
 // kernel may start launching once every CTA of this one has started, and this one waits for the
@@ -42,8 +46,13 @@ __device__ __forceinline__ void flare_pdl_enter() {
 #ifndef FLARE_BLOCK
 #define FLARE_BLOCK 512
 #endif
+#ifndef FLARE_CLUSTER
+#define FLARE_CLUSTER 1
+#endif
+#if FLARE_CLUSTER < 1 || FLARE_CLUSTER > 8
+#error "sample takes 1..8 CTAs a row"
+#endif
 #define FLARE_SAMPLE_MAX_TOP 20
-#define FLARE_SAMPLE_CAP (2 * FLARE_BLOCK)
 #define FLARE_SAMPLE_BUCKETS 16
 #define FLARE_SAMPLE_WARPS (FLARE_BLOCK / 32)
 
@@ -134,16 +143,94 @@ __device__ __forceinline__ double flare_prob(const FlareWeight& w, float x) { re
 
 __device__ __forceinline__ double flare_weight(const FlareWeight& w, float x) {
   if (w.mode == FLARE_COUNT) return 1.0;
-  const double p = flare_prob(w, x);
-  return p;
+  return flare_prob(w, x);
+}
+
+// ---- The cluster: rank, barrier, and loads and stores of another CTA's shared memory. With one
+// CTA a row they are the CTA's own.
+__device__ __forceinline__ unsigned flare_rank() {
+#if FLARE_CLUSTER > 1
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+#else
+  return 0;
+#endif
+}
+
+// Every thread of every CTA of the row; what each wrote to shared memory before is visible to all
+// after.
+__device__ __forceinline__ void flare_cluster_sync() {
+#if FLARE_CLUSTER > 1
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+
+#if FLARE_CLUSTER > 1
+__device__ __forceinline__ u32 flare_map(const void* p, unsigned rank) {
+  const u32 local = u32(__cvta_generic_to_shared(p));
+  u32 remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  return remote;
+}
+#endif
+
+// *p in CTA `rank`'s shared memory (p: the same variable in this CTA's).
+__device__ __forceinline__ double flare_ld_f64(const double* p, unsigned rank) {
+#if FLARE_CLUSTER > 1
+  double v;
+  asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(flare_map(p, rank)) : "memory");
+  return v;
+#else
+  return *p;
+#endif
+}
+__device__ __forceinline__ u64 flare_ld_u64(const u64* p, unsigned rank) {
+#if FLARE_CLUSTER > 1
+  u64 v;
+  asm volatile("ld.shared::cluster.u64 %0, [%1];" : "=l"(v) : "r"(flare_map(p, rank)) : "memory");
+  return v;
+#else
+  return *p;
+#endif
+}
+__device__ __forceinline__ int flare_ld_s32(const int* p, unsigned rank) {
+#if FLARE_CLUSTER > 1
+  int v;
+  asm volatile("ld.shared::cluster.s32 %0, [%1];" : "=r"(v) : "r"(flare_map(p, rank)) : "memory");
+  return v;
+#else
+  return *p;
+#endif
+}
+__device__ __forceinline__ void flare_st_s32(int* p, unsigned rank, int v) {
+#if FLARE_CLUSTER > 1
+  asm volatile("st.shared::cluster.s32 [%0], %1;" ::"r"(flare_map(p, rank)), "r"(v) : "memory");
+#else
+  *p = v;
+#endif
 }
 
 struct FlareShared {
-  u32 keys[FLARE_SAMPLE_CAP];  // the finish's candidates
-  int ids[FLARE_SAMPLE_CAP];
-  double warp_d[FLARE_SAMPLE_WARPS][FLARE_SAMPLE_BUCKETS];
+  double warp_d[FLARE_SAMPLE_WARPS][FLARE_SAMPLE_BUCKETS];  // a pass's per-warp partials
   int warp_n[FLARE_SAMPLE_WARPS][FLARE_SAMPLE_BUCKETS];
-  double bucket_d[FLARE_SAMPLE_BUCKETS];  // block totals of a narrowing pass
+  // What the cluster reads of this CTA, double-buffered by exchange (FlareSlice::round): a CTA
+  // writes buffer b of exchange i only after the barrier of exchange i - 1, which every CTA passes
+  // only once it has read exchange i - 2 (buffer b too).
+  double part_d[2][FLARE_SAMPLE_BUCKETS];
+  int part_n[2][FLARE_SAMPLE_BUCKETS];
+  u64 part_u64[2][4];
+  double part_sum[2];
+  int part_count[2];
+  // What this CTA read of the cluster's, rank-major.
+  double gather_d[FLARE_CLUSTER * FLARE_SAMPLE_BUCKETS];
+  int gather_n[FLARE_CLUSTER * FLARE_SAMPLE_BUCKETS];
+  u64 gather_u64[FLARE_CLUSTER * 4];
+  double gather_sum[FLARE_CLUSTER];
+  int gather_count[FLARE_CLUSTER];
+  double bucket_d[FLARE_SAMPLE_BUCKETS];  // cluster totals of a narrowing pass
   int bucket_n[FLARE_SAMPLE_BUCKETS];
   double warp_scan[FLARE_SAMPLE_WARPS];
   int warp_count[FLARE_SAMPLE_WARPS];
@@ -153,10 +240,23 @@ struct FlareShared {
   long long n_in;
   double above;
   double target;
-  int n_found;
-  int n_list;
   int found;
+  int n_local;
+  u32 splits[FLARE_SAMPLE_BUCKETS];  // a pass's bucket boundaries (flare_find)
+  int result[2];  // (key bits, id) of a selected element, written by the CTA that owns it
   FlareCut cut;
+  // Top logprobs: this CTA's, then (rank 0) the row's, in no order.
+  u32 top_keys[FLARE_SAMPLE_MAX_TOP];
+  int top_ids[FLARE_SAMPLE_MAX_TOP];
+  int all_top[2 * FLARE_SAMPLE_MAX_TOP];  // (key bits, id) pairs
+};
+
+// This CTA's share of a row: x[i] is the element of id begin + i, for i < n (shared or global memory).
+struct FlareSlice {
+  const float* x;
+  int begin, n;
+  unsigned rank;
+  int round;  // cluster exchanges so far (every thread counts them alike)
 };
 
 // ---- Block reductions (every thread gets the result; `s` is reusable on return).
@@ -183,83 +283,106 @@ __device__ u64 flare_block_max_u64(u64 v, FlareShared& s) {
   return t;
 }
 
-// The elements a narrowing pass reads: the row itself (ids are indices) or a compacted list of
-// (value bits, id) pairs in scratch.
-struct FlareSource {
-  const float* row;
-  const int2* list;  // null: read `row`
-  int n;
-};
-
-__device__ __forceinline__ void flare_get(const FlareSource& src, int i, float& v, int& id) {
-  if (src.list) {
-    const int2 e = src.list[i];
-    v = __int_as_float(e.x);
-    id = e.y;
-  } else {
-    v = src.row[i];
-    id = i;
+// Exclusive prefix of `v` over the block's threads in order; *total gets the block's sum.
+__device__ int flare_block_scan(int v, FlareShared& s, int* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int incl = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int up = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += up;
   }
+  __syncthreads();
+  if (lane == 31) s.warp_count[warp] = incl;
+  __syncthreads();
+  int offset = 0, sum = 0;
+  for (int w = 0; w < FLARE_SAMPLE_WARPS; ++w) {
+    if (w < warp) offset += s.warp_count[w];
+    sum += s.warp_count[w];
+  }
+  *total = sum;
+  return offset + incl - v;
 }
 
-// Calls f(value, id) for each of the source's elements this thread owns. Eight loads are issued
-// before any is used: one CTA per row has too few warps to hide memory latency one load at a time.
+// ---- Cluster reductions: each CTA's value (the same in all its threads), combined over the
+// row's CTAs in rank order, so every CTA gets bit-identical results.
+__device__ void flare_cluster_max4(u64 v[4], FlareShared& s, FlareSlice& r) {
+  const int b = r.round++ & 1;
+  if (threadIdx.x < 4) s.part_u64[b][threadIdx.x] = v[threadIdx.x];
+  flare_cluster_sync();
+  if (threadIdx.x < 4 * FLARE_CLUSTER) s.gather_u64[threadIdx.x] = flare_ld_u64(&s.part_u64[b][threadIdx.x % 4], threadIdx.x / 4);
+  __syncthreads();
+  for (int k = 0; k < 4; ++k) {
+    u64 m = 0;
+    for (int c = 0; c < FLARE_CLUSTER; ++c) m = s.gather_u64[4 * c + k] > m ? s.gather_u64[4 * c + k] : m;
+    v[k] = m;
+  }
+  __syncthreads();
+}
+
+__device__ double flare_cluster_sum(double v, FlareShared& s, FlareSlice& r) {
+  const int b = r.round++ & 1;
+  if (threadIdx.x == 0) s.part_sum[b] = v;
+  flare_cluster_sync();
+  if (threadIdx.x < FLARE_CLUSTER) s.gather_sum[threadIdx.x] = flare_ld_f64(&s.part_sum[b], threadIdx.x);
+  __syncthreads();
+  double t = 0.0;
+  for (int c = 0; c < FLARE_CLUSTER; ++c) t += s.gather_sum[c];
+  __syncthreads();
+  return t;
+}
+
+// The counts of the CTAs before this one (*total: of all of them).
+__device__ int flare_cluster_offset(int v, FlareShared& s, FlareSlice& r, int* total) {
+  const int b = r.round++ & 1;
+  if (threadIdx.x == 0) s.part_count[b] = v;
+  flare_cluster_sync();
+  if (threadIdx.x < FLARE_CLUSTER) s.gather_count[threadIdx.x] = flare_ld_s32(&s.part_count[b], threadIdx.x);
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (int c = 0; c < FLARE_CLUSTER; ++c) {
+    if (c < int(r.rank)) before += s.gather_count[c];
+    sum += s.gather_count[c];
+  }
+  __syncthreads();
+  *total = sum;
+  return before;
+}
+
+// Calls f(value, id) for each of the slice's elements this thread owns (i = tid + k * FLARE_BLOCK).
+// Eight loads are issued before any is used: from global memory one CTA has too few warps to hide
+// latency one load at a time.
 #define FLARE_SAMPLE_UNROLL 8
-template <int kVectors = 4, typename F>
-__device__ __forceinline__ void flare_for_each(const FlareSource& src, F&& f) {
-  int start = 0;
-  if (!src.list && (reinterpret_cast<u64>(src.row) & 15) == 0) {  // an aligned row: float4 loads
-    const float4* row4 = reinterpret_cast<const float4*>(src.row);
-    const int n4 = src.n >> 2;
-    for (int base = 0; base < n4; base += FLARE_BLOCK * kVectors) {
-      float4 v[kVectors];
+template <int kUnroll = FLARE_SAMPLE_UNROLL, typename F>
+__device__ __forceinline__ void flare_for_each(const FlareSlice& r, F&& f) {
+  for (int base = 0; base < r.n; base += FLARE_BLOCK * kUnroll) {
+    float v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kVectors; ++u) {
-        const int q = base + u * FLARE_BLOCK + int(threadIdx.x);
-        if (q < n4) v[u] = row4[q];
-      }
-#pragma unroll
-      for (int u = 0; u < kVectors; ++u) {
-        const int q = base + u * FLARE_BLOCK + int(threadIdx.x);
-        if (q < n4) {
-          f(v[u].x, 4 * q);
-          f(v[u].y, 4 * q + 1);
-          f(v[u].z, 4 * q + 2);
-          f(v[u].w, 4 * q + 3);
-        }
-      }
-    }
-    start = n4 << 2;
-  }
-  for (int base = start; base < src.n; base += FLARE_BLOCK * FLARE_SAMPLE_UNROLL) {
-    float v[FLARE_SAMPLE_UNROLL];
-    int id[FLARE_SAMPLE_UNROLL];
-#pragma unroll
-    for (int u = 0; u < FLARE_SAMPLE_UNROLL; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int i = base + u * FLARE_BLOCK + int(threadIdx.x);
-      id[u] = -1;
-      if (i < src.n) flare_get(src, i, v[u], id[u]);
+      if (i < r.n) v[u] = r.x[i];
     }
 #pragma unroll
-    for (int u = 0; u < FLARE_SAMPLE_UNROLL; ++u) {
-      if (id[u] >= 0) f(v[u], id[u]);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * FLARE_BLOCK + int(threadIdx.x);
+      if (i < r.n) f(v[u], r.begin + i);
     }
   }
 }
 
-// One narrowing pass: each warp's per-bucket weights and counts (s.warp_d, s.warp_n) of the
-// source's elements in [lo, hi] within `within`; bucket b holds keys hi - (b+1)*2^shift + 1 .. hi - b*2^shift.
+// One narrowing pass: the cluster's per-bucket weights and counts (s.bucket_d, s.bucket_n) of the
+// elements in [lo, hi] within `within`; bucket b holds keys hi - (b+1)*2^shift + 1 .. hi - b*2^shift,
+// or with `by_splits` (weights only) the keys from s.splits[b] up to the previous bucket's.
 // Counting needs no weights, so it keeps to integers (kCount).
 template <bool kCount>
-__device__ __noinline__ void flare_bucket_pass(FlareSource src, FlareCut within, const FlareWeight& w, u32 lo, u32 hi,
-                                               int shift, FlareShared& s) {
+__device__ __noinline__ void flare_bucket_pass(FlareSlice& r, FlareCut within, const FlareWeight& w, u32 lo, u32 hi,
+                                               int shift, bool by_splits, FlareShared& s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if constexpr (kCount) {
     // Counts go to the warp's row of s.warp_n by shared atomics, one per group of lanes that
     // share a bucket (predicated adds into 16 registers would cost 16 instructions an element).
     if (lane < FLARE_SAMPLE_BUCKETS) s.warp_n[warp][lane] = 0;
     __syncwarp();
-    flare_for_each<4>(src, [&](float v, int id) {
+    flare_for_each(r, [&](float v, int id) {
       const u32 k = flare_key(v);
       if (k < lo || k > hi || !flare_in_cut(k, id, within)) return;
       const u32 bucket = (hi - k) >> shift;
@@ -267,19 +390,26 @@ __device__ __noinline__ void flare_bucket_pass(FlareSource src, FlareCut within,
       if ((peers & ((1u << lane) - 1u)) == 0) atomicAdd(&s.warp_n[warp][bucket], __popc(peers));
     });
     __syncwarp();
-    if (lane < FLARE_SAMPLE_BUCKETS) s.warp_d[warp][lane] = double(s.warp_n[warp][lane]);
+    if (lane < FLARE_SAMPLE_BUCKETS) s.warp_d[warp][lane] = 0.0;
   } else {
     double acc[FLARE_SAMPLE_BUCKETS];
     int cnt[FLARE_SAMPLE_BUCKETS];
+    u32 splits[FLARE_SAMPLE_BUCKETS - 1];
 #pragma unroll
     for (int b = 0; b < FLARE_SAMPLE_BUCKETS; ++b) {
       acc[b] = 0.0;
       cnt[b] = 0;
+      if (b < FLARE_SAMPLE_BUCKETS - 1) splits[b] = s.splits[b];
     }
-    flare_for_each<1>(src, [&](float v, int id) {  // few in flight: the double sums need registers
+    flare_for_each<2>(r, [&](float v, int id) {  // few in flight: the double sums need registers
       const u32 k = flare_key(v);
       if (k < lo || k > hi || !flare_in_cut(k, id, within)) return;
-      const u32 bucket = (hi - k) >> shift;
+      u32 bucket = (hi - k) >> shift;
+      if (by_splits) {  // splits are non-increasing: the bucket is how many lie above k
+        bucket = 0;
+#pragma unroll
+        for (int b = 0; b < FLARE_SAMPLE_BUCKETS - 1; ++b) bucket += k < splits[b];
+      }
       const double wt = flare_weight(w, v);
 #pragma unroll
       for (int b = 0; b < FLARE_SAMPLE_BUCKETS; ++b) {
@@ -305,53 +435,81 @@ __device__ __noinline__ void flare_bucket_pass(FlareSource src, FlareCut within,
     }
   }
   __syncthreads();
-}
-
-// Copies the source's elements in [lo, hi] within `within` to `dst` (in no particular order);
-// returns how many.
-__device__ int flare_compact(FlareSource src, FlareCut within, u32 lo, u32 hi, int2* dst, FlareShared& s) {
-  const int lane = threadIdx.x & 31;
-  if (threadIdx.x == 0) s.n_list = 0;
-  __syncthreads();
-  for (int base = 0; base < src.n; base += FLARE_BLOCK * FLARE_SAMPLE_UNROLL) {
-    float v[FLARE_SAMPLE_UNROLL];
-    int id[FLARE_SAMPLE_UNROLL];
-#pragma unroll
-    for (int u = 0; u < FLARE_SAMPLE_UNROLL; ++u) {  // the loads first, as flare_for_each
-      const int i = base + u * FLARE_BLOCK + int(threadIdx.x);
-      id[u] = -1;
-      if (i < src.n) flare_get(src, i, v[u], id[u]);
+  const int buf = r.round++ & 1;
+  if (threadIdx.x < FLARE_SAMPLE_BUCKETS) {  // the CTA's totals, warps in order
+    double d = 0.0;
+    int n = 0;
+    for (int v = 0; v < FLARE_SAMPLE_WARPS; ++v) {
+      d += s.warp_d[v][threadIdx.x];
+      n += s.warp_n[v][threadIdx.x];
     }
-#pragma unroll
-    for (int u = 0; u < FLARE_SAMPLE_UNROLL; ++u) {
-      bool keep = false;
-      if (id[u] >= 0) {
-        const u32 k = flare_key(v[u]);
-        keep = k >= lo && k <= hi && flare_in_cut(k, id[u], within);
-      }
-      const u32 ballot = __ballot_sync(0xffffffffu, keep);
-      int warp_base = 0;
-      if (lane == 0 && ballot) warp_base = atomicAdd(&s.n_list, __popc(ballot));
-      warp_base = __shfl_sync(0xffffffffu, warp_base, 0);
-      if (keep) dst[warp_base + __popc(ballot & ((1u << lane) - 1u))] = make_int2(__float_as_int(v[u]), id[u]);
-    }
+    s.part_d[buf][threadIdx.x] = d;
+    s.part_n[buf][threadIdx.x] = n;
+  }
+  flare_cluster_sync();
+  if (threadIdx.x < FLARE_SAMPLE_BUCKETS * FLARE_CLUSTER) {
+    const int c = threadIdx.x / FLARE_SAMPLE_BUCKETS, b = threadIdx.x % FLARE_SAMPLE_BUCKETS;
+    s.gather_d[threadIdx.x] = flare_ld_f64(&s.part_d[buf][b], c);
+    s.gather_n[threadIdx.x] = flare_ld_s32(&s.part_n[buf][b], c);
   }
   __syncthreads();
-  const int n = s.n_list;
+  if (threadIdx.x < FLARE_SAMPLE_BUCKETS) {  // the cluster's totals, CTAs in order
+    double d = 0.0;
+    int n = 0;
+    for (int c = 0; c < FLARE_CLUSTER; ++c) {
+      d += s.gather_d[c * FLARE_SAMPLE_BUCKETS + threadIdx.x];
+      n += s.gather_n[c * FLARE_SAMPLE_BUCKETS + threadIdx.x];
+    }
+    s.bucket_d[threadIdx.x] = d;
+    s.bucket_n[threadIdx.x] = n;
+  }
   __syncthreads();
-  return n;
+}
+
+// The mth (1-based) in id order of the row's elements with a key in [lo, hi] within `within`, when
+// those are in sigma order by id (one key, or a single element). Threads own contiguous id ranges
+// and CTAs contiguous slices, so two scans of counts find it; its owner writes it to every CTA.
+__device__ FlareCut flare_select(FlareSlice& r, FlareCut within, u32 lo, u32 hi, long long mth, FlareShared& s) {
+  const int per = (r.n + FLARE_BLOCK - 1) / FLARE_BLOCK;
+  const int first = min(r.n, int(threadIdx.x) * per), last = min(r.n, first + per);
+  const auto matches = [&](int i) {
+    const u32 k = flare_key(r.x[i]);
+    return k >= lo && k <= hi && flare_in_cut(k, r.begin + i, within);
+  };
+  int mine = 0;
+  for (int i = first; i < last; ++i) mine += matches(i);
+  int cta_total = 0, row_total = 0;
+  const long long before_thread = flare_block_scan(mine, s, &cta_total);
+  const long long before = flare_cluster_offset(cta_total, s, r, &row_total) + before_thread;
+  if (before < mth && before + mine >= mth) {
+    long long at = before;
+    for (int i = first; i < last; ++i) {
+      if (matches(i) && ++at == mth) {
+        const int key_bits = int(flare_key(r.x[i])), id = r.begin + i;
+        for (int c = 0; c < FLARE_CLUSTER; ++c) {
+          flare_st_s32(&s.result[0], c, key_bits);
+          flare_st_s32(&s.result[1], c, id);
+        }
+        break;
+      }
+    }
+  }
+  flare_cluster_sync();
+  const FlareCut result{u32(s.result[0]), s.result[1]};
+  __syncthreads();
+  return result;
 }
 
 // The first element (in sigma, within `within`) whose cumulative weight crosses `target`
 // (cum >= target when `inclusive`, else cum > target); the last element of `within` when none
 // does. With `fraction`, `target` is a fraction of the total weight of `within`, which the first
-// pass sums on the way (the draw's u * kept, top-p's top_p * total) instead of a pass of its own. `lo` and `hi` bound the keys of the elements of `within`; `lists` is [2, n] scratch for
-// the candidates of each level. *crossed says which.
-// Not inlined: five call sites of this body would quadruple the compile time.
-__device__ __noinline__ FlareCut flare_find(const float* x, int n, FlareCut within, const FlareWeight& w, double target,
-                                            bool inclusive, bool fraction, u32 lo, u32 hi, int2* lists,
-                                            FlareShared& s, bool* crossed) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+// pass sums on the way (the draw's u * kept, top-p's top_p * total) instead of a pass of its own.
+// `lo` and `hi` bound the keys of the elements of `within`. *crossed says which.
+// Not inlined: five call sites of this body would multiply the compile time.
+__device__ __noinline__ FlareCut flare_find(FlareSlice& r, FlareCut within, const FlareWeight& w, double target,
+                                            bool inclusive, bool fraction, u32 lo, u32 hi, FlareShared& s,
+                                            bool* crossed) {
+  const int tid = threadIdx.x;
   if (within.key > lo) lo = within.key;
   if (tid == 0) {
     s.lo = lo;
@@ -359,43 +517,46 @@ __device__ __noinline__ FlareCut flare_find(const float* x, int n, FlareCut with
     s.n_in = -1;  // unknown before the first pass
     s.above = 0.0;
     s.found = 1;
-    s.cut = FlareCut{lo, 0x7fffffff};
     s.target = target;
   }
   __syncthreads();
-  FlareSource src{x, nullptr, n};
-  int level = 0;
-  // Narrow [lo, hi] to the 16th that holds the crossing, until few candidates or one key remain;
-  // after each pass the survivors are compacted, so later passes read only them.
+  // Narrow [lo, hi] to the 16th that holds the crossing, until one element or one key remains.
   for (;;) {
     lo = s.lo;
     hi = s.hi;
     const long long n_in = s.n_in;
-    if (n_in >= 0 && (n_in <= FLARE_SAMPLE_CAP || lo == hi)) break;
-    if (n_in >= 0) {
-      int2* dst = lists + (level & 1) * (long long)n;
-      src = FlareSource{x, dst, flare_compact(src, within, lo, hi, dst, s)};
-      ++level;
-    }
+    if (n_in >= 0 && (n_in <= 1 || lo == hi)) break;
     const u64 width = u64(hi) - lo + 1;
     int shift = 0;
     while ((u64(FLARE_SAMPLE_BUCKETS) << shift) < width) ++shift;
-    if (w.mode == FLARE_COUNT) {
-      flare_bucket_pass<true>(src, within, w, lo, hi, shift, s);
-    } else {
-      flare_bucket_pass<false>(src, within, w, lo, hi, shift, s);
-    }
-    if (tid < FLARE_SAMPLE_BUCKETS) {  // one thread per bucket sums the warps' partials
-      double wb = 0.0;
-      int nb = 0;
-      for (int v = 0; v < FLARE_SAMPLE_WARPS; ++v) {
-        wb += s.warp_d[v][tid];
-        nb += s.warp_n[v][tid];
+    // The buckets: bucket b is the keys [s.splits[b], s.splits[b - 1]) ([s.splits[0], hi] for b = 0).
+    // Equal shares of the key range, except on a mass question's first pass: there probability
+    // falls steeply below the maximum and equal key ranges (a binade or more each) leave half the
+    // row in the top bucket, so the first pass splits by value at max - c T instead (p = e^-c):
+    // the crossing's bucket then holds a few of the row's tokens, not a large share of them.
+    const bool by_value = w.mode == FLARE_MASS && n_in < 0;
+    if (tid == 0) {
+      constexpr double k_value_steps[FLARE_SAMPLE_BUCKETS - 1] = {0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0,
+                                                                  4.0,   6.0,  8.0, 12.0, 16.0, 24.0, 40.0};
+      const double top = double(flare_value(hi));
+      for (int b = 0; b < FLARE_SAMPLE_BUCKETS - 1; ++b) {
+        u64 split;
+        if (by_value) {
+          split = flare_key(float(top - w.temperature * k_value_steps[b]));
+        } else {
+          const u64 step = u64(b + 1) << shift;
+          split = step > u64(hi) - lo ? lo : u64(hi) - step + 1;
+        }
+        s.splits[b] = u32(max(u64(lo), min(u64(hi), split)));
       }
-      s.bucket_d[tid] = wb;
-      s.bucket_n[tid] = nb;
+      s.splits[FLARE_SAMPLE_BUCKETS - 1] = lo;
     }
     __syncthreads();
+    if (w.mode == FLARE_COUNT) {
+      flare_bucket_pass<true>(r, within, w, lo, hi, shift, false, s);
+    } else {
+      flare_bucket_pass<false>(r, within, w, lo, hi, shift, by_value, s);
+    }
     if (tid == 0) {
       if (fraction && n_in < 0) {  // the first pass saw all of `within`
         double total = 0.0;
@@ -407,7 +568,7 @@ __device__ __noinline__ FlareCut flare_find(const float* x, int n, FlareCut with
       int chosen = -1, last_nonempty = -1;
       double above_chosen = cum;
       for (int b = 0; b < FLARE_SAMPLE_BUCKETS; ++b) {
-        const double wb = s.bucket_d[b];
+        const double wb = w.mode == FLARE_COUNT ? double(s.bucket_n[b]) : s.bucket_d[b];
         const int nb = s.bucket_n[b];
         if (nb == 0) continue;
         last_nonempty = b;
@@ -419,160 +580,58 @@ __device__ __noinline__ FlareCut flare_find(const float* x, int n, FlareCut with
         }
         cum = next;
       }
-      if (chosen < 0) {  // no crossing: narrow to the last element, which the finish returns
+      if (chosen < 0) {  // no crossing: narrow to the last element, which the select returns
         chosen = last_nonempty;
         s.found = 0;
       }
-      const int n_chosen = s.bucket_n[chosen];
-      const u64 new_hi = u64(hi) - (u64(chosen) << shift);
-      const u64 span = (u64(1) << shift) - 1;
-      s.hi = u32(new_hi);
-      s.lo = new_hi - lo > span ? u32(new_hi - span) : lo;
+      s.hi = chosen == 0 ? hi : s.splits[chosen - 1] - 1;
+      s.lo = s.splits[chosen];
       s.above = above_chosen;
-      s.n_in = n_chosen;
+      s.n_in = s.bucket_n[chosen];
     }
     __syncthreads();
   }
   const double above = s.above;
   const long long n_in = s.n_in;
+  const bool found = s.found;
   target = s.target;
-  if (n_in <= FLARE_SAMPLE_CAP) {
-    // Gather the candidates, sort them in sigma order, scan their weights.
-    if (tid == 0) s.n_found = 0;
-    __syncthreads();
-    flare_for_each(src, [&](float v, int id) {
-      const u32 k = flare_key(v);
-      if (k < lo || k > hi || !flare_in_cut(k, id, within)) return;
-      const int slot = atomicAdd(&s.n_found, 1);
-      s.keys[slot] = k;
-      s.ids[slot] = id;
-    });
-    __syncthreads();
-    const int m = s.n_found;
-    for (int j = m + tid; j < FLARE_SAMPLE_CAP; j += FLARE_BLOCK) {  // padding sorts last
-      s.keys[j] = 0;
-      s.ids[j] = 0x7fffffff;
-    }
-    __syncthreads();
-    for (int size = 2; size <= FLARE_SAMPLE_CAP; size <<= 1) {
-      for (int stride = size >> 1; stride > 0; stride >>= 1) {
-        for (int j = tid; j < FLARE_SAMPLE_CAP; j += FLARE_BLOCK) {
-          const int partner = j ^ stride;
-          if (partner > j) {
-            const bool ascending = (j & size) == 0;  // "ascending" = sigma order
-            const bool partner_first = flare_before(s.keys[partner], s.ids[partner], s.keys[j], s.ids[j]);
-            if (partner_first == ascending) {
-              const u32 tk = s.keys[j];
-              s.keys[j] = s.keys[partner];
-              s.keys[partner] = tk;
-              const int ti = s.ids[j];
-              s.ids[j] = s.ids[partner];
-              s.ids[partner] = ti;
-            }
-          }
-        }
-        __syncthreads();
-      }
-    }
-    // Each thread scans two consecutive candidates; a block scan gives each pair its offset.
-    const int j0 = 2 * tid, j1 = 2 * tid + 1;
-    const double w0 = j0 < m ? flare_weight(w, x[s.ids[j0]]) : 0.0;
-    const double w1 = j1 < m ? flare_weight(w, x[s.ids[j1]]) : 0.0;
-    double incl = w0 + w1;
-    for (int o = 1; o < 32; o <<= 1) {
-      const double up = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += up;
-    }
-    if (lane == 31) s.warp_scan[warp] = incl;
-    if (tid == 0) s.n_found = 0x7fffffff;  // reused: the first crossing index
-    __syncthreads();
-    double offset = above;
-    for (int v = 0; v < warp; ++v) offset += s.warp_scan[v];
-    const double before = offset + incl - (w0 + w1);
-    const double c0 = before + w0, c1 = c0 + w1;
-    int first = 0x7fffffff;
-    if (j0 < m && (inclusive ? c0 >= target : c0 > target)) first = j0;
-    else if (j1 < m && (inclusive ? c1 >= target : c1 > target)) first = j1;
-    if (first != 0x7fffffff) atomicMin(&s.n_found, first);
-    __syncthreads();
-    int j = s.n_found;
-    const bool hit = j != 0x7fffffff && s.found;
-    if (!hit) j = m - 1;
-    const FlareCut result{s.keys[j], s.ids[j]};
-    *crossed = hit;
-    __syncthreads();
-    return result;
-  }
-  // More than CAP elements share the one key lo: equal weights, ordered by id. The crossing is the
-  // m-th of them (1-based); find its id with an ordered count over contiguous id ranges.
-  const double weight = flare_weight(w, flare_value(lo));
+  __syncthreads();
+  // One element left: it is the crossing (or the last element). Several of one key: equal
+  // weights, ordered by id; the crossing is the mth of them.
   long long mth = n_in;
   bool hit = false;
-  if (weight > 0.0 && s.found) {
-    const double need = (target - above) / weight;
-    double m_real = inclusive ? ceil(need) : floor(need) + 1.0;
-    if (m_real < 1.0) m_real = 1.0;
-    if (m_real <= double(n_in)) {
-      mth = (long long)m_real;
-      hit = true;
-    }
-  }
-  // Tiles of 8 * FLARE_BLOCK ids in order; in a tile thread t owns 8 consecutive ids, so a block
-  // scan of the threads' counts orders the matches by id.
-  long long seen = 0;  // matches in earlier tiles
-  for (int base = 0; base < n && seen < mth; base += FLARE_BLOCK * 8) {
-    const int first = base + tid * 8;
-    float v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) v[u] = first + u < n ? x[first + u] : 0.0f;
-    int mine = 0;
-#pragma unroll
-    for (int u = 0; u < 8; ++u) mine += first + u < n && flare_key(v[u]) == lo && flare_in_cut(lo, first + u, within);
-    int incl = mine;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int up = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += up;
-    }
-    if (lane == 31) s.warp_count[warp] = incl;
-    __syncthreads();
-    int offset = 0, tile = 0;
-    for (int w2 = 0; w2 < FLARE_SAMPLE_WARPS; ++w2) {
-      if (w2 < warp) offset += s.warp_count[w2];
-      tile += s.warp_count[w2];
-    }
-    long long at = seen + offset + incl - mine;  // matches before this thread's first id
-    if (at < mth && at + mine >= mth) {
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        if (first + u < n && flare_key(v[u]) == lo && flare_in_cut(lo, first + u, within) && ++at == mth) {
-          s.cut = FlareCut{lo, first + u};
-        }
+  if (n_in == 1) {
+    hit = found;
+  } else {
+    const double weight = flare_weight(w, flare_value(lo));
+    if (weight > 0.0 && found) {
+      const double need = (target - above) / weight;
+      double m_real = inclusive ? ceil(need) : floor(need) + 1.0;
+      if (m_real < 1.0) m_real = 1.0;
+      if (m_real <= double(n_in)) {
+        mth = (long long)m_real;
+        hit = true;
       }
     }
-    seen += tile;
-    __syncthreads();
   }
-  __syncthreads();
-  const FlareCut result = s.cut;
   *crossed = hit;
-  __syncthreads();
-  return result;
+  return flare_select(r, within, lo, hi, mth, s);
 }
 
-// Logit bias and penalties into `out` (a copy of `raw`), in the host's order. Bias entries come
-// stably sorted by id, so each run of one id is added in request order by one thread.
-__device__ void flare_apply_penalties(const float* raw, float* out, int* marks, int vocab, const FlareSampleRow& p,
+// Logit bias and penalties, in the host's order, to the ids of this CTA's slice: xw[i] is id
+// begin + i. Bias entries come stably sorted by id, so each run of one id is added in request
+// order by one thread.
+__device__ void flare_apply_penalties(float* xw, int begin, int n, int* marks, const FlareSampleRow& p,
                                       const int* tokens) {
   const int tid = threadIdx.x;
-  flare_for_each(FlareSource{raw, nullptr, vocab}, [&](float v, int id) { out[id] = v; });
-  __syncthreads();
+  const auto own = [&](int t) { return t >= begin && t < begin + n; };
   const int* bias = tokens + p.bias_offset;
   for (int e = tid; e < p.n_bias; e += FLARE_BLOCK) {
     const int id = bias[2 * e];
-    if (e > 0 && bias[2 * (e - 1)] == id) continue;
-    float v = out[id];
+    if (!own(id) || (e > 0 && bias[2 * (e - 1)] == id)) continue;
+    float v = xw[id - begin];
     for (int f = e; f < p.n_bias && bias[2 * f] == id; ++f) v = __fadd_rn(v, __int_as_float(bias[2 * f + 1]));
-    out[id] = v;
+    xw[id - begin] = v;
   }
   __syncthreads();
   const int* prompt = tokens + p.prompt_offset;
@@ -582,99 +641,210 @@ __device__ void flare_apply_penalties(const float* raw, float* out, int* marks, 
   if (p.repetition_penalty != 1.0f) {
     for (int h = tid; h < n_history; h += FLARE_BLOCK) {
       const int t = h < p.n_prompt ? prompt[h] : output[h - p.n_prompt];
-      if (t < 0 || t >= vocab) continue;
+      if (!own(t)) continue;
       if (atomicOr(&marks[t], seen_bit) & seen_bit) continue;  // another thread has it
-      const float v = out[t];
-      out[t] = v > 0.0f ? __fdiv_rn(v, p.repetition_penalty) : __fmul_rn(v, p.repetition_penalty);
+      const float v = xw[t - begin];
+      xw[t - begin] = v > 0.0f ? __fdiv_rn(v, p.repetition_penalty) : __fmul_rn(v, p.repetition_penalty);
     }
     __syncthreads();
   }
   if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
     for (int h = tid; h < p.n_output; h += FLARE_BLOCK) {
       const int t = output[h];
-      if (t >= 0 && t < vocab) atomicAdd(&marks[t], 1);
+      if (own(t)) atomicAdd(&marks[t], 1);
     }
     __syncthreads();
     for (int h = tid; h < p.n_output; h += FLARE_BLOCK) {
       const int t = output[h];
-      if (t < 0 || t >= vocab) continue;
+      if (!own(t)) continue;
       const int count = atomicAnd(&marks[t], ~count_mask) & count_mask;
       if (count == 0) continue;  // another thread has it
       const float penalty = __fadd_rn(__fmul_rn(p.frequency_penalty, float(count)), p.presence_penalty);
-      out[t] = __fsub_rn(out[t], penalty);
+      xw[t - begin] = __fsub_rn(xw[t - begin], penalty);
     }
     __syncthreads();
   }
   for (int h = tid; h < n_history; h += FLARE_BLOCK) {  // leave `marks` all zero
     const int t = h < p.n_prompt ? prompt[h] : output[h - p.n_prompt];
-    if (t >= 0 && t < vocab) marks[t] = 0;
+    if (own(t)) marks[t] = 0;
   }
   __syncthreads();
 }
 
+// Copies n floats from global `src` to `dst` (shared or global), 16 bytes at a time where both
+// are aligned.
+__device__ void flare_copy_row(float* dst, const float* src, int n) {
+  int start = 0;
+  if ((reinterpret_cast<u64>(src) & 15) == 0 && (reinterpret_cast<u64>(dst) & 15) == 0) {
+    const int n4 = n >> 2;
+    const float4* src4 = reinterpret_cast<const float4*>(src);
+    float4* dst4 = reinterpret_cast<float4*>(dst);
+    for (int base = 0; base < n4; base += 4 * FLARE_BLOCK) {
+      float4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int q = base + u * FLARE_BLOCK + int(threadIdx.x);
+        if (q < n4) v[u] = src4[q];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int q = base + u * FLARE_BLOCK + int(threadIdx.x);
+        if (q < n4) dst4[q] = v[u];
+      }
+    }
+    start = n4 << 2;
+  }
+  for (int i = start + int(threadIdx.x); i < n; i += FLARE_BLOCK) dst[i] = src[i];
+  __syncthreads();
+}
+
+// grid (n_rows * FLARE_CLUSTER), block FLARE_BLOCK; dynamic shared memory slice * 4 bytes when
+// slice_in_smem. `slice` is a multiple of 4.
 extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)
+#if FLARE_CLUSTER > 1
+__cluster_dims__(FLARE_CLUSTER, 1, 1)
+#endif
 flare_sample(const float* __restrict__ logits, long long logits_stride, int vocab,  // [n_rows, vocab] f32
+             int slice, int slice_in_smem,
              const FlareSampleRow* __restrict__ rows,                                // [n_rows]
              const int* __restrict__ tokens,                                         // histories and biases
              float* processed, long long processed_stride,                          // scratch [n_rows, vocab]
              int* marks,                                                             // scratch [n_rows, vocab], zero
-             int2* lists,                                                            // scratch [n_rows, 2, vocab]
              FlareSampleResult* __restrict__ results) {                              // [n_rows]
   flare_pdl_enter();
   __shared__ FlareShared s;
+  extern __shared__ __align__(16) float s_slice[];
   const int tid = threadIdx.x;
-  const FlareSampleRow& p = rows[blockIdx.x];  // read on use: a copy would hold 20 registers
-  if (p.skip) return;
-  const float* raw = logits + blockIdx.x * logits_stride;
+  const int row = blockIdx.x / FLARE_CLUSTER;
+  const FlareSampleRow& p = rows[row];  // read on use: a copy would hold 20 registers
+  if (p.skip) return;                   // the whole cluster: the row is the same
+  const float* raw = logits + row * logits_stride;
+  FlareSlice r;
+  r.rank = flare_rank();
+  r.begin = int(r.rank) * slice;
+  r.n = max(0, min(slice, vocab - r.begin));
+  r.round = 0;
   const bool penalized = p.n_bias > 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
                          p.frequency_penalty != 0.0f;
-  const float* x = raw;
-  if (penalized) {
-    float* out = processed + blockIdx.x * processed_stride;
-    flare_apply_penalties(raw, out, marks + (long long)blockIdx.x * vocab, vocab, p, tokens);
-    x = out;
+  const int n_top = min(p.n_top_logprobs, min(vocab, FLARE_SAMPLE_MAX_TOP));
+  // A plain greedy row reads its slice twice (extremes, then the log-sum-exp): no copy for that.
+  slice_in_smem = slice_in_smem && (p.temperature != 0.0f || penalized || n_top > 0);
+  r.x = raw + r.begin;
+  if (slice_in_smem) {
+    flare_copy_row(s_slice, raw + r.begin, r.n);
+    r.x = s_slice;
   }
 
-  // Raw max and min keys, processed max (first maximum) and min keys in one pass.
-  u64 raw_max = 0, raw_min = 0, best = 0, low = 0;
-  flare_for_each<2>(FlareSource{raw, nullptr, vocab}, [&](float v, int i) {
-    const u32 kr = flare_key(v);
-    const u32 kx = penalized ? flare_key(x[i]) : kr;
-    raw_max = max(raw_max, u64(kr));
-    raw_min = max(raw_min, u64(~kr));
-    best = max(best, (u64(kx) << 32) | u32(~u32(i)));
-    low = max(low, u64(~kx));
+  // Raw max and min keys, then the raw log-sum-exp (float terms, double total).
+  u64 raw_stats[4] = {0, 0, 0, 0};
+  flare_for_each(r, [&](float v, int) {
+    const u32 k = flare_key(v);
+    raw_stats[0] = max(raw_stats[0], u64(k));
+    raw_stats[1] = max(raw_stats[1], u64(~k));
   });
-  raw_max = flare_block_max_u64(raw_max, s);
-  raw_min = flare_block_max_u64(raw_min, s);
-  best = flare_block_max_u64(best, s);
-  low = flare_block_max_u64(low, s);
-  const u32 raw_hi = u32(raw_max), raw_lo = ~u32(raw_min), x_hi = u32(best >> 32), x_lo = ~u32(low);
-  const int argmax = int(~u32(best));
-  const FlareCut everything{0u, 0x7fffffff};
-  int2* row_lists = lists + (long long)blockIdx.x * 2 * vocab;
-
-  // Raw log-sum-exp (float terms, double total).
+  raw_stats[0] = flare_block_max_u64(raw_stats[0], s);
+  raw_stats[1] = flare_block_max_u64(raw_stats[1], s);
+  flare_cluster_max4(raw_stats, s, r);
+  const u32 raw_hi = u32(raw_stats[0]), raw_lo = ~u32(raw_stats[1]);
   const float raw_max_value = flare_value(raw_hi);
   float part = 0.0f;
-  flare_for_each(FlareSource{raw, nullptr, vocab}, [&](float v, int) { part += expf(v - raw_max_value); });
-  const double lse = double(raw_max_value) + log(flare_block_sum(double(part), s));
+  flare_for_each(r, [&](float v, int) { part += expf(v - raw_max_value); });
+  const double lse = double(raw_max_value) + log(flare_cluster_sum(flare_block_sum(double(part), s), s, r));
+  const FlareCut everything{0u, 0x7fffffff};
+
+  // Top logprobs, from the raw slice (before penalties rewrite a shared slice): the cut of the
+  // n_top best, then each CTA's members of it to rank 0, which orders them.
+  FlareSampleResult* result = results + row;
+  if (n_top > 0) {
+    FlareWeight count;
+    count.mode = FLARE_COUNT;
+    bool crossed = false;
+    const FlareCut top = flare_find(r, everything, count, double(n_top), true, false, raw_lo, raw_hi, s, &crossed);
+    if (tid == 0) s.n_local = 0;
+    __syncthreads();
+    flare_for_each(r, [&](float v, int id) {
+      const u32 k = flare_key(v);
+      if (!flare_in_cut(k, id, top)) return;
+      const int slot = atomicAdd(&s.n_local, 1);
+      if (slot < FLARE_SAMPLE_MAX_TOP) {
+        s.top_keys[slot] = k;
+        s.top_ids[slot] = id;
+      }
+    });
+    __syncthreads();
+    const int n_local = min(s.n_local, FLARE_SAMPLE_MAX_TOP);
+    int n_row = 0;
+    const int before = flare_cluster_offset(n_local, s, r, &n_row);
+    if (tid < n_local && before + tid < FLARE_SAMPLE_MAX_TOP) {
+      flare_st_s32(&s.all_top[2 * (before + tid)], 0, int(s.top_keys[tid]));
+      flare_st_s32(&s.all_top[2 * (before + tid) + 1], 0, s.top_ids[tid]);
+    }
+    flare_cluster_sync();
+    if (r.rank == 0 && tid == 0) {
+      const int m = min(n_row, n_top);
+      u32 keys[FLARE_SAMPLE_MAX_TOP];
+      int ids[FLARE_SAMPLE_MAX_TOP];
+      for (int a = 0; a < m; ++a) {  // insertion sort into sigma order
+        const u32 k = u32(s.all_top[2 * a]);
+        const int id = s.all_top[2 * a + 1];
+        int b = a - 1;
+        for (; b >= 0 && flare_before(k, id, keys[b], ids[b]); --b) {
+          keys[b + 1] = keys[b];
+          ids[b + 1] = ids[b];
+        }
+        keys[b + 1] = k;
+        ids[b + 1] = id;
+      }
+      for (int a = 0; a < m; ++a) {
+        result->top_ids[a] = ids[a];
+        result->top_logprobs[a] = float(double(flare_value(keys[a])) - lse);
+      }
+      result->n_top = m;
+    }
+    __syncthreads();
+  } else if (r.rank == 0 && tid == 0) {
+    result->n_top = 0;
+  }
+
+  // The processed slice: penalties in place in shared memory, or in the scratch row.
+  if (penalized) {
+    float* xw = s_slice;
+    if (!slice_in_smem) {
+      xw = processed + row * processed_stride + r.begin;
+      flare_copy_row(xw, raw + r.begin, r.n);
+      r.x = xw;
+    }
+    flare_apply_penalties(xw, r.begin, r.n, marks + (long long)row * vocab, p, tokens);
+  }
+
+  // Processed max (first maximum) and min keys.
+  u64 stats[4] = {0, 0, 0, 0};
+  flare_for_each(r, [&](float v, int i) {
+    const u32 k = flare_key(v);
+    stats[0] = max(stats[0], (u64(k) << 32) | u32(~u32(i)));
+    stats[1] = max(stats[1], u64(~k));
+  });
+  stats[0] = flare_block_max_u64(stats[0], s);
+  stats[1] = flare_block_max_u64(stats[1], s);
+  flare_cluster_max4(stats, s, r);
+  const u32 x_hi = u32(stats[0] >> 32), x_lo = ~u32(stats[1]);
+  const int argmax = int(~u32(stats[0]));
 
   int token = argmax;
   if (p.temperature != 0.0f) {
     FlareWeight w;
     w.temperature = double(p.temperature);
-    w.max_scaled = double(x[argmax]) / w.temperature;
+    w.max_scaled = double(flare_value(x_hi)) / w.temperature;
     w.min_p = double(p.min_p);
     bool crossed = false;
     FlareCut kept = everything;
     if (p.top_k > 0 && p.top_k < vocab) {
       w.mode = FLARE_COUNT;
-      kept = flare_find(x, vocab, everything, w, double(p.top_k), true, false, x_lo, x_hi, row_lists, s, &crossed);
+      kept = flare_find(r, everything, w, double(p.top_k), true, false, x_lo, x_hi, s, &crossed);
     }
     w.mode = FLARE_MASS;
     if (p.top_p < 1.0f) {  // the host sums p / total until it reaches top_p; the same up to rounding
-      kept = flare_find(x, vocab, kept, w, double(p.top_p), true, true, x_lo, x_hi, row_lists, s, &crossed);
+      kept = flare_find(r, kept, w, double(p.top_p), true, true, x_lo, x_hi, s, &crossed);
     }
     if (p.min_p > 0.0f) {
       // p grows with the key, so the tokens with p >= min_p are those with a key >= the smallest
@@ -694,53 +864,13 @@ flare_sample(const float* __restrict__ logits, long long logits_stride, int voca
       if (flare_in_cut(min_p_cut.key, min_p_cut.id, kept)) kept = min_p_cut;  // the narrower prefix
     }
     const double u = flare_sample_uniform(p.seed, p.output_index);
-    token = flare_find(x, vocab, kept, w, u, false, true, x_lo, x_hi, row_lists, s, &crossed).id;  // u * kept
+    token = flare_find(r, kept, w, u, false, true, x_lo, x_hi, s, &crossed).id;  // u * kept
   }
 
-  FlareSampleResult* r = results + blockIdx.x;
-  const int n_top = min(p.n_top_logprobs, min(vocab, FLARE_SAMPLE_MAX_TOP));
-  if (n_top > 0) {
-    FlareWeight count;
-    count.mode = FLARE_COUNT;
-    bool crossed = false;
-    const FlareCut top =
-        flare_find(raw, vocab, everything, count, double(n_top), true, false, raw_lo, raw_hi, row_lists, s, &crossed);
-    if (tid == 0) s.n_found = 0;
-    __syncthreads();
-    flare_for_each(FlareSource{raw, nullptr, vocab}, [&](float v, int i) {
-      const u32 k = flare_key(v);
-      if (!flare_in_cut(k, i, top)) return;
-      const int slot = atomicAdd(&s.n_found, 1);
-      if (slot < FLARE_SAMPLE_MAX_TOP) {
-        s.keys[slot] = k;
-        s.ids[slot] = i;
-      }
-    });
-    __syncthreads();
-    if (tid == 0) {
-      const int m = min(s.n_found, n_top);
-      for (int a = 1; a < m; ++a) {  // insertion sort into sigma order
-        const u32 k = s.keys[a];
-        const int id = s.ids[a];
-        int b = a - 1;
-        for (; b >= 0 && flare_before(k, id, s.keys[b], s.ids[b]); --b) {
-          s.keys[b + 1] = s.keys[b];
-          s.ids[b + 1] = s.ids[b];
-        }
-        s.keys[b + 1] = k;
-        s.ids[b + 1] = id;
-      }
-      for (int a = 0; a < m; ++a) {
-        r->top_ids[a] = s.ids[a];
-        r->top_logprobs[a] = float(double(raw[s.ids[a]]) - lse);
-      }
-      r->n_top = m;
-    }
-  } else if (tid == 0) {
-    r->n_top = 0;
+  if (r.rank == 0 && tid == 0) {
+    result->token = token;
+    result->logprob = float(double(raw[token]) - lse);
   }
-  if (tid == 0) {
-    r->token = token;
-    r->logprob = float(double(raw[token]) - lse);
-  }
+  // No CTA may leave while another can still read its shared memory.
+  flare_cluster_sync();
 }

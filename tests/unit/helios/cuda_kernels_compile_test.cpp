@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -57,15 +59,20 @@ TEST_P(CudaKernelsPerArch, EveryKernelCompilesToACubin) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, CudaKernelsPerArch, testing::Values("sm_80", "sm_89", "sm_90", "sm_120"));
 
-// The sampler as CudaBackend builds it (no defines: FLARE_BLOCK 512, whose register budget its
-// double-precision bucket sums must fit) for every architecture.
+// The sampler as CudaBackend builds it (FLARE_BLOCK 512, whose register budget its double-precision
+// bucket sums must fit): one CTA a row everywhere, and a cluster of 8 where clusters exist (sm_90+).
 TEST_P(CudaKernelsPerArch, SamplerCompilesWithTheBackendsBlockSize) {
   FLARE_NEED_NVRTC(nvrtc);
-  CompileOptions o;
-  o.arch = GetParam();
-  const std::string cubin = nvrtc->compile(embedded_kernel("sample"), o);
-  EXPECT_TRUE(is_elf(cubin)) << GetParam();
-  EXPECT_NE(cubin.find("flare_sample"), std::string::npos);
+  std::vector<std::string> clusters = {"1"};
+  if (GetParam() == "sm_90" || GetParam() == "sm_120") clusters.push_back("8");
+  for (const std::string& ctas : clusters) {
+    CompileOptions o;
+    o.arch = GetParam();
+    o.defines = {{"FLARE_CLUSTER", ctas}};
+    const std::string cubin = nvrtc->compile(embedded_kernel("sample"), o);
+    EXPECT_TRUE(is_elf(cubin)) << GetParam() << " with " << ctas << " CTAs a row";
+    EXPECT_NE(cubin.find("flare_sample"), std::string::npos);
+  }
 }
 
 TEST(CudaKernels, CompileErrorNamesTheKernelAndShowsTheLog) {
