@@ -158,6 +158,11 @@ TEST_F(CudaAttention, DecodeMatchesTheCpu) {
     check("decode", Heads{32, 8, 128}, kv, decode_rows(8, rng_), 17, 7, 1.0f, 4e-3f, 1e-2f);
     check("decode", Heads{28, 4, 128}, kv, decode_rows(7, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
     check("decode", Heads{64, 4, 128}, kv, decode_rows(7, rng_), 0, 32, 1.0f, 4e-3f, 1e-2f);
+    // Batches wider than a wave of CTAs (a decode CTA per row, split and head group), whose rows
+    // mix live, dead and one-split items; with and without a window.
+    check("decode", Heads{32, 8, 128}, kv, decode_rows(150, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
+    check("decode", Heads{16, 8, 64}, kv, decode_rows(150, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
+    check("decode", Heads{32, 8, 128}, kv, decode_rows(150, rng_), 300, 16, 1.0f, 4e-3f, 1e-2f);
   }
 }
 
