@@ -131,7 +131,9 @@ SamplerLayout sampler_layout(const DeviceInfo& device, std::int32_t vocab) {
   return layout;
 }
 
-std::vector<std::pair<std::string, std::string>> sampler_defines(const SamplerLayout& layout) { return {{"FLARE_CLUSTER", std::to_string(layout.ctas)}}; }
+std::vector<std::pair<std::string, std::string>> sampler_defines(const SamplerLayout& layout) {
+  return {{"FLARE_CLUSTER", std::to_string(layout.ctas)}};
+}
 
 bool sampler_reserve(std::unique_ptr<DeviceMemory>& memory, std::size_t size_bytes) {
   if (memory && memory->size_bytes() >= size_bytes) return false;
@@ -141,8 +143,8 @@ bool sampler_reserve(std::unique_ptr<DeviceMemory>& memory, std::size_t size_byt
 }
 
 // Everything sample() sizes by the batch, at its largest: per cell (row x vocabulary entry) 8
-// bytes (processed logits f32, marks int32), 78 MB at 64 rows of Qwen's 152k vocabulary. Only the per-row parameters, histories and biases grow later (a few
-// KB). The memory plan must count it beside the logits [max rows, vocab] f32 themselves
+// bytes (processed logits f32, marks int32), 78 MB at 64 rows of Qwen's 152k vocabulary. Only the
+// per-row parameters, histories and biases grow later (a few KB). The memory plan must count it beside the logits [max rows, vocab] f32 themselves
 // (ignition's scratch estimate counts only those); flare run reserves it before it measures the
 // free memory it sizes the KV pool from, so the pool leaves room for it.
 void CudaBackend::reserve_sampling(std::int32_t max_rows, std::int32_t vocab_size) {

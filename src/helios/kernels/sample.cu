@@ -15,20 +15,21 @@
 //   4. the raw logprob of the token and the top-n raw logprobs (n <= FLARE_SAMPLE_MAX_TOP).
 // No sort of the vocabulary: every "where in sigma does a cumulative count or mass cross a target"
 // question (top-k, top-p, the draw, top-n) narrows an interval of order keys with passes of 16
-// buckets (4 bits of key a pass, so at most 8 passes) until one element or one key is left; equal
-// keys are ordered by id with a counting pass. min-p needs no pass: p grows with the logit, so its
+// buckets (4 bits of key a pass, so at most 8 passes; a mass question's first pass splits by value
+// below the maximum instead) until one element or one key is left; equal keys are ordered by id
+// with a counting pass. min-p needs no pass: p grows with the logit, so its
 // cut is a binary search over keys. Probabilities are computed as the host does, in double:
-// p = exp(double(x) / T - double(max) / T).
+// p = exp(double(x) / T - double(max) / T) (the divisions as products with 1 / T).
 //
 // Exactness against the host: greedy and top-n are identical (pure order). A drawn token differs
 // only when u * kept (or top_p) lies within rounding of a cumulative-probability boundary: the
-// device adds the same double terms in another order (relative error ~1e-13 of the row's mass) and
-// its exp may differ from glibc's by one ulp; a min_p cut differs only when a probability is within
-// an ulp of min_p.
+// device adds the same double terms in another order (relative error ~1e-13 of the row's mass), its
+// exp may differ from glibc's by one ulp and its x / T by one ulp (a product with 1 / T); a min_p
+// cut differs only when a probability is within an ulp or two of min_p.
 //
-// Scratch (global mode only, or with penalties): `processed` [n_rows, vocab] f32; `marks`
-// [n_rows, vocab] int32 must be all zero on entry and is all zero again on exit (each CTA clears the
-// entries its history touched), so the host zeroes it once when it allocates it.
+// Scratch for penalized rows: `processed` [n_rows, vocab] f32 (where a slice stays in global
+// memory); `marks` [n_rows, vocab] int32 must be all zero on entry and is all zero again on exit
+// (each CTA clears the entries its history touched), so the host zeroes it once when it allocates it.
 // Defines: FLARE_BLOCK (threads per CTA, a multiple of 32, default 512), FLARE_CLUSTER (CTAs per
 // row: 1, or 2..8 on sm_90+, default 1). Dynamic shared memory: slice floats when slice_in_smem.
 
@@ -134,12 +135,18 @@ __device__ __forceinline__ bool flare_before(u32 ka, int ia, u32 kb, int ib) { r
 enum { FLARE_COUNT = 0, FLARE_MASS = 1 };
 struct FlareWeight {
   int mode;
-  double temperature;  // as the host: double(float temperature)
-  double max_scaled;   // double(max) / temperature
+  double temperature;      // as the host: double(float temperature)
+  double inv_temperature;  // 1 / temperature
+  double max_scaled;       // double(max) * inv_temperature
   double min_p;        // as the host: double(float min_p)
 };
 
-__device__ __forceinline__ double flare_prob(const FlareWeight& w, float x) { return exp(double(x) / w.temperature - w.max_scaled); }
+// The host divides by the temperature; a product with its reciprocal is the same for 1 and powers of
+// two and within an ulp otherwise, at a fraction of a double division's instructions. Rounded
+// separately (no fused multiply-add), so the maximum's exponent is exactly 0 and its p exactly 1.
+__device__ __forceinline__ double flare_prob(const FlareWeight& w, float x) {
+  return exp(__dsub_rn(__dmul_rn(double(x), w.inv_temperature), w.max_scaled));
+}
 
 __device__ __forceinline__ double flare_weight(const FlareWeight& w, float x) {
   if (w.mode == FLARE_COUNT) return 1.0;
@@ -834,7 +841,8 @@ flare_sample(const float* __restrict__ logits, long long logits_stride, int voca
   if (p.temperature != 0.0f) {
     FlareWeight w;
     w.temperature = double(p.temperature);
-    w.max_scaled = double(flare_value(x_hi)) / w.temperature;
+    w.inv_temperature = 1.0 / w.temperature;
+    w.max_scaled = __dmul_rn(double(flare_value(x_hi)), w.inv_temperature);
     w.min_p = double(p.min_p);
     bool crossed = false;
     FlareCut kept = everything;
