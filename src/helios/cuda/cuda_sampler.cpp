@@ -142,18 +142,21 @@ bool sampler_reserve(std::unique_ptr<DeviceMemory>& memory, std::size_t size_byt
   return true;
 }
 
-// Everything sample() sizes by the batch, at its largest: per cell (row x vocabulary entry) 8
-// bytes (processed logits f32, marks int32), 78 MB at 64 rows of Qwen's 152k vocabulary. Only the
-// per-row parameters, histories and biases grow later (a few KB). The memory plan must count it beside the logits [max rows, vocab] f32 themselves
-// (ignition's scratch estimate counts only those); flare run reserves it before it measures the
-// free memory it sizes the KV pool from, so the pool leaves room for it.
+// Everything sample() sizes by the batch, at its largest: per cell (row x vocabulary entry) 4
+// bytes (marks int32), plus 4 (processed logits f32) where the kernel's slices stay in global
+// memory; 39 or 78 MB at 64 rows of Qwen's 152k vocabulary. Only the per-row parameters, histories
+// and biases grow later (a few KB). The memory plan must count it beside the logits [max rows,
+// vocab] f32 themselves (ignition's scratch estimate counts only those); flare run reserves it
+// before it measures the free memory it sizes the KV pool from, so the pool leaves room for it.
 void CudaBackend::reserve_sampling(std::int32_t max_rows, std::int32_t vocab_size) {
   if (max_rows < 1 || vocab_size < 1) return;
   if (!sampler_) sampler_ = std::make_unique<SamplerScratch>();
   SamplerScratch& scratch = *sampler_;
   const std::size_t n_rows = std::size_t(max_rows), cells = n_rows * std::size_t(vocab_size);
   sampler_reserve(scratch.device_out, n_rows * sizeof(SampleRowResult));
-  sampler_reserve(scratch.processed, cells * sizeof(float));
+  if (!sampler_layout(context_.device(), vocab_size).in_shared) {
+    sampler_reserve(scratch.processed, cells * sizeof(float));
+  }
   if (sampler_reserve(scratch.marks, cells * sizeof(std::int32_t))) {
     check(driver().memset_d8_async(scratch.marks->address(), 0, scratch.marks->size_bytes(), stream_.handle()),
           "cuMemsetD8Async");
@@ -198,8 +201,11 @@ std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, std::span<co
     sampler_reserve(scratch.device_in, scratch.host_in.size());
     sampler_reserve(scratch.device_out, n_rows * sizeof(SampleRowResult));
     const std::size_t cells = n_rows * std::size_t(vocab);
+    const SamplerLayout layout = sampler_layout(context_.device(), vocab);
+    // Penalties rewrite a shared slice in place; only slices in global memory need the scratch row.
+    const bool needs_processed = any_penalized && !layout.in_shared;
+    if (needs_processed) sampler_reserve(scratch.processed, cells * sizeof(float));
     if (any_penalized) {
-      sampler_reserve(scratch.processed, cells * sizeof(float));
       if (sampler_reserve(scratch.marks, cells * sizeof(std::int32_t))) {
         check(driver().memset_d8_async(scratch.marks->address(), 0, scratch.marks->size_bytes(), stream_.handle()),
               "cuMemsetD8Async");
@@ -209,10 +215,9 @@ std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, std::span<co
 
     CUdeviceptr logits_ptr = reinterpret_cast<CUdeviceptr>(logits.data), rows_ptr = scratch.device_in->address();
     CUdeviceptr tokens_ptr = rows_ptr + params_bytes, out_ptr = scratch.device_out->address();
-    CUdeviceptr processed_ptr = any_penalized ? scratch.processed->address() : 0;
+    CUdeviceptr processed_ptr = needs_processed ? scratch.processed->address() : 0;
     CUdeviceptr marks_ptr = any_penalized ? scratch.marks->address() : 0;
     long long logits_stride = logits.stride, processed_stride = vocab;
-    const SamplerLayout layout = sampler_layout(context_.device(), vocab);
     int vocab_i = vocab, slice = layout.slice, in_shared = layout.in_shared ? 1 : 0;
     const unsigned smem = layout.in_shared ? unsigned(layout.slice) * 4u : 0u;
     const CUfunction f = function("sample", "flare_sample", sampler_defines(layout));
