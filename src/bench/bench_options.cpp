@@ -104,6 +104,14 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       o.prefill_tokens = parse_count(value, name, 0);
     } else if (name == "--kv-dtype") {
       o.kv_dtypes = parse_kv_dtypes(value);
+    } else if (name == "--weights") {
+      if (value == "bf16") {
+        o.weights = helios::DType::bf16;
+      } else if (value == "fp8") {
+        o.weights = helios::DType::f8_e4m3;
+      } else {
+        fail_usage("--weights: '{}' is not a weight dtype (bf16, fp8)", value);
+      }
     } else if (name == "--attention-batch") {
       o.attention_batch = parse_count(value, name, 1);
     } else if (name == "--attention-context") {
@@ -138,6 +146,7 @@ std::string bench_args_usage() {
          "  --context LIST         cached tokens per decode row               [1024]\n"
          "  --prefill N            prompt tokens of the prefill step (0: skip) [2048]\n"
          "  --kv-dtype LIST        bf16 | fp8 | bf16,fp8                       [bf16]\n"
+         "  --weights W            random matrices: bf16 | fp8 (128x128 block scales) [bf16]\n"
          "  --attention-batch N    decode attention alone: rows               [32]\n"
          "  --attention-context N  ... of N cached tokens (0: skip)           [8192]\n"
          "  --warmup N             untimed runs per measurement               [3]\n"

@@ -29,8 +29,10 @@ nlohmann::json timing_json(const Timing& t) {
 void table_rates(std::string& out, const BenchReport& r) {
   out += fmt::format("device: {} ({}, {:.1f} GiB)\n", r.device_name, r.device_arch, double(r.device_bytes) / (1 << 30));
   out += fmt::format("model: {} - {}\n", r.model_name, r.model_source);
-  out += fmt::format("  {:.2f}B parameters; {:.2f} GB of weights read per decode step (embedding table excluded)\n",
-                     double(r.n_parameters) / 1e9, r.weight_bytes_per_token / 1e9);
+  out += fmt::format("  {:.2f}B parameters, {} matrices; {:.2f} GB of weights read per decode step (embedding table "
+                     "excluded)\n",
+                     double(r.n_parameters) / 1e9, r.options.weights == helios::DType::f8_e4m3 ? "FP8" : "BF16",
+                     r.weight_bytes_per_token / 1e9);
   out += fmt::format("copy bandwidth: {:.0f} GB/s (cuMemcpyDtoDAsync of {:.2f} GiB, read + write counted), {} ms\n",
                      r.rates.copy_gbs, r.rates.copy_bytes / double(1 << 30), ms(r.rates.copy.median_ms));
   out += fmt::format("BF16 GEMM: {:.1f} TFLOP/s (Backend::linear {}x{}x{}), {} ms\n", r.rates.gemm_tflops,
@@ -177,7 +179,8 @@ nlohmann::json report_json(const BenchReport& r) {
         {"weight_bytes_per_token", r.weight_bytes_per_token}}},
       {"options",
        {{"gpu", o.gpu}, {"batches", o.batches}, {"contexts", o.contexts}, {"prefill_tokens", o.prefill_tokens},
-        {"kv_dtypes", kv}, {"attention_batch", o.attention_batch}, {"attention_context", o.attention_context},
+        {"kv_dtypes", kv}, {"weights", r.options.weights == helios::DType::f8_e4m3 ? "fp8" : "bf16"},
+        {"attention_batch", o.attention_batch}, {"attention_context", o.attention_context},
         {"warmup", o.warmup}, {"repetitions", o.repetitions}, {"seed", o.seed}}},
       {"rates",
        {{"copy_bytes", r.rates.copy_bytes}, {"copy_gbs", r.rates.copy_gbs}, {"copy", timing_json(r.rates.copy)},

@@ -11,9 +11,11 @@ double layer_matrix_parameters(const model::ModelSpec& s) {
 
 }  // namespace
 
-double decode_weight_bytes(const model::ModelSpec& s) {
+double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices) {
   const double h = s.hidden_size, q = s.q_width(), kv = s.kv_width();
-  double layer = 2.0 * layer_matrix_parameters(s) + 4.0 * 2 * h;  // matrices bf16, two norms f32
+  // FP8 matrices: a byte per weight and an f32 scale per 128 x 128 block.
+  const double per_weight = matrices == helios::DType::f8_e4m3 ? 1.0 + 4.0 / (128 * 128) : 2.0;
+  double layer = per_weight * layer_matrix_parameters(s) + 4.0 * 2 * h;  // two norms f32
   if (s.qkv_bias) layer += 4.0 * (q + 2 * kv);
   if (s.o_bias) layer += 4.0 * h;
   if (s.qk_norm) layer += 4.0 * 2 * s.head_dim;

@@ -12,7 +12,9 @@ namespace flare::bench {
 
 // Weight bytes a decode step reads once: every layer's matrices, norms and biases, the final norm
 // and the output head. The embedding table is not counted: a step reads only its tokens' rows.
-double decode_weight_bytes(const model::ModelSpec& spec);
+// `matrices`: the layers' projection matrices, bf16 or f8_e4m3 (with 128 x 128 block scales); the
+// output head stays BF16.
+double decode_weight_bytes(const model::ModelSpec& spec, helios::DType matrices = helios::DType::bf16);
 
 // K and V bytes of one cached token over all layers.
 double kv_bytes_per_token(const model::ModelSpec& spec, helios::DType kv_dtype);

@@ -89,6 +89,10 @@ void Backend::rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, Tens
   kv_store(cache, layer, k, v);
 }
 
+void Backend::linear_fp8(const Tensor&, const Tensor&, const WeightScales&, const Tensor*, Tensor) {
+  fail(ExitCode::failure, "internal: the {} backend keeps no FP8 weights", name());
+}
+
 std::unique_ptr<StepGraph> Backend::capture(const std::function<void()>&) {
   fail(ExitCode::failure, "internal: the {} backend cannot capture step graphs", name());
 }

@@ -50,6 +50,15 @@ struct Tensor {
   Tensor slice_rows(std::int64_t begin, std::int64_t n) const;
 };
 
+// The block scales of an FP8 E4M3 weight [n, k]: its element (i, j) stands for
+// e4m3(i, j) * scales[i / block_rows][j / block_cols], scales f32 [ceil(n / block_rows),
+// ceil(k / block_cols)]. A per-tensor scale is one block of the whole matrix, per-channel scales a
+// block per row.
+struct WeightScales {
+  Tensor scales;
+  std::int32_t block_rows = 0, block_cols = 0;
+};
+
 // Paged KV storage for every layer: [n_layers][n_pages][2 (k, v)][page_size][n_kv_heads][head_dim].
 struct KvCacheLayout {
   std::int32_t n_layers = 0;
@@ -186,6 +195,19 @@ class Backend {
   virtual void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) = 0;
   // out = x @ weight^T (+ bias): x [m, k] activations, weight [n, k] bf16, bias [1, n] f32, out [m, n].
   virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) = 0;
+  // FP8 weights kept as FP8: whether the backend takes a weight [rows, cols] f8_e4m3 with scales in
+  // blocks of block_rows x block_cols (WeightScales) in linear_fp8 (out = x @ dequantized(weight)^T
+  // (+ bias), like linear). The loader dequantizes FP8 weights to BF16 where it answers false, so
+  // such a backend never sees one in linear_fp8.
+  virtual bool supports_fp8_weights(std::int64_t /*rows*/, std::int64_t /*cols*/, std::int32_t /*block_rows*/,
+                                    std::int32_t /*block_cols*/) {
+    return false;
+  }
+  virtual void linear_fp8(const Tensor& x, const Tensor& weight, const WeightScales& scales, const Tensor* bias,
+                          Tensor out);
+  // Called once the FP8 weights are loaded, before any step, with the largest k among them: the
+  // backend loads and sizes what linear_fp8 needs then (nothing may be allocated inside a capture).
+  virtual void reserve_fp8_linear(std::int64_t /*max_cols*/) {}
   // Rotates q [n_tokens, n_heads*head_dim] and k [n_tokens, n_kv_heads*head_dim] in place
   // (non-interleaved halves, as HF's rotate_half) at the step's token positions.
   virtual void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) = 0;

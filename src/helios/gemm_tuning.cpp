@@ -21,12 +21,12 @@ namespace flare::helios {
 namespace {
 
 constexpr std::string_view k_magic = "FLGT";
-constexpr std::uint32_t k_format_version = 2;  // 2: each entry says its kind
+constexpr std::uint32_t k_format_version = 3;  // 2: each entry says its kind; 3: and its weight dtype
 constexpr std::size_t k_digest_bytes = 32;
 constexpr std::size_t k_max_arch_bytes = 16;
 constexpr std::int64_t k_max_dim = std::int64_t(1) << 31;  // cuBLASLt dimensions are int32-sized
 // The smallest entry: arch "sm_NN" (5) + length byte + the fixed fields.
-constexpr std::size_t k_fixed_entry_bytes = 1 + 8 + 8 + 8 + 8 + 1 + 1 + 1 + 1 + 64 + 4 + 2;
+constexpr std::size_t k_fixed_entry_bytes = 1 + 8 + 8 + 8 + 8 + 1 + 1 + 1 + 1 + 1 + 64 + 4 + 2;
 
 std::array<unsigned char, k_digest_bytes> sha256(std::string_view bytes) {
   std::array<unsigned char, k_digest_bytes> digest{};
@@ -95,17 +95,26 @@ void check_kind(std::uint32_t i, const GemmShapeKey& key, std::uint8_t kind, Gem
     choice.kind = GemmKind::cublaslt;
     return;
   }
-  if (kind != std::uint8_t(GemmKind::skinny)) fail_input("GEMM tuning entry {} has an unknown kind {}", i, kind);
-  if (choice.variant >= k_skinny_gemm_n_variants) {
-    fail_input("GEMM tuning entry {} names skinny variant {} of {}", i, choice.variant, k_skinny_gemm_n_variants);
+  if (kind != std::uint8_t(GemmKind::skinny) && kind != std::uint8_t(GemmKind::skinny_fp8)) {
+    fail_input("GEMM tuning entry {} has an unknown kind {}", i, kind);
+  }
+  const bool fp8 = kind == std::uint8_t(GemmKind::skinny_fp8);
+  if (fp8 != (key.weights == DType::f8_e4m3)) {
+    fail_input("GEMM tuning entry {} names a skinny kernel for other weights than its {}", i, dtype_name(key.weights));
+  }
+  const std::uint8_t n_variants = fp8 ? k_fp8_skinny_n_variants : k_skinny_gemm_n_variants;
+  if (choice.variant >= n_variants) {
+    fail_input("GEMM tuning entry {} names skinny variant {} of {}", i, choice.variant, n_variants);
   }
   for (const std::uint64_t word : choice.algo) {
     if (word != 0) fail_input("GEMM tuning entry {} is a skinny choice with algorithm bytes", i);
   }
-  if (key.m_bucket > k_skinny_gemm_max_m || key.k % k_skinny_gemm_k_multiple != 0) {
+  const std::int64_t max_m = fp8 ? k_fp8_skinny_max_m : k_skinny_gemm_max_m;
+  const std::int64_t k_multiple = fp8 ? k_fp8_skinny_k_multiple : k_skinny_gemm_k_multiple;
+  if (key.m_bucket > max_m || key.k % k_multiple != 0 || (fp8 && key.out != DType::bf16)) {
     fail_input("GEMM tuning entry {} is a skinny choice for m {} k {}, which it cannot run", i, key.m_bucket, key.k);
   }
-  choice.kind = GemmKind::skinny;
+  choice.kind = GemmKind(kind);
 }
 
 }  // namespace
@@ -152,6 +161,7 @@ std::string GemmTuning::serialize() const {
     put(out, key.n);
     put(out, key.k);
     put(out, dtype_code(key.out));
+    put(out, dtype_code(key.weights));
     put(out, std::uint8_t(key.bias ? 1 : 0));
     put(out, std::uint8_t(choice.kind));
     put(out, choice.variant);
@@ -192,6 +202,7 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
     key.n = r.get<std::int64_t>("n");
     key.k = r.get<std::int64_t>("k");
     const auto out = r.get<std::uint8_t>("output dtype");
+    const auto weights = r.get<std::uint8_t>("weight dtype");
     const auto bias = r.get<std::uint8_t>("bias");
     const auto kind = r.get<std::uint8_t>("kind");
     choice.variant = r.get<std::uint8_t>("variant");
@@ -206,6 +217,10 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
       fail_input("GEMM tuning entry {} has an invalid output dtype code {}", i, out);
     }
     key.out = DType(out);
+    if (weights != dtype_code(DType::bf16) && weights != dtype_code(DType::f8_e4m3)) {
+      fail_input("GEMM tuning entry {} has an invalid weight dtype code {}", i, weights);
+    }
+    key.weights = DType(weights);
     if (bias > 1) fail_input("GEMM tuning entry {} has an invalid bias flag {}", i, bias);
     key.bias = bias == 1;
     check_kind(i, key, kind, choice);

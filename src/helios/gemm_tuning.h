@@ -1,10 +1,11 @@
 // The GEMM tuning table: for each GEMM shape the CUDA backend runs, the kernel that won a timed race
-// among the candidates cuBLASLt's heuristic proposed and, for m <= 16, the variants of Flare's skinny
-// kernel (kernels/skinny_gemm.cu) (DESIGN.md section 2: preparation tunes, loading does not). The
+// among the candidates cuBLASLt's heuristic proposed and, for small m, the variants of Flare's
+// skinny kernels (kernels/skinny_gemm.cu for BF16 weights, kernels/fp8_linear.cu for FP8 weights)
+// (DESIGN.md section 2: preparation tunes, loading does not). The
 // table is plain data with no CUDA dependency, so it can be tested, serialized into a package and
 // parsed back on any machine.
 //
-// Key: (m bucket, n, k, output dtype, bias, architecture, cuBLASLt version). A cuBLASLt algorithm is
+// Key: (m bucket, n, k, output dtype, weight dtype, bias, architecture, cuBLASLt version). A cuBLASLt algorithm is
 // opaque bytes (cublasLtMatmulAlgo_t is 8 x uint64) that only the same cuBLASLt version on the same
 // architecture may reuse, hence both are part of the key. A skinny choice is a variant number.
 //
@@ -16,11 +17,12 @@
 //
 // Serialized form (serialize/parse), little-endian: "FLGT", u32 format version, u32 entry count,
 // entries, then SHA-256 of everything before. Entry: u8 arch length, arch ("sm_90"), u64 library
-// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 bias, u8 kind, u8 variant, 8 x u64
-// algorithm, f32 time (us), u16 candidates raced. parse() rejects anything else with flare::Error
-// (package bytes are untrusted): an unknown kind, a cuBLASLt entry with a variant, a skinny entry
-// with an unknown variant, algorithm bytes, m bucket > 16 or k not a multiple of 8, and any other
-// format version (version 1, before the kind, included: its tables are re-tuned or re-exported).
+// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 weight dtype, u8 bias, u8 kind, u8
+// variant, 8 x u64 algorithm, f32 time (us), u16 candidates raced. parse() rejects anything else
+// with flare::Error (package bytes are untrusted): an unknown kind, a kind that does not take the
+// weight dtype, a cuBLASLt entry with a variant, a skinny entry with an unknown variant, algorithm
+// bytes, or a shape its kernel cannot run, and any other format version (1 and 2, before the kind
+// and the weight dtype, included: their tables are re-tuned or re-exported).
 //
 // Ownership: one GemmTuning per backend, used by its engine thread; not thread-safe.
 #pragma once
@@ -49,11 +51,12 @@ struct GemmShapeKey {
   std::int64_t n = 0;         // output columns (weight rows)
   std::int64_t k = 0;         // reduction length
   DType out = DType::bf16;    // bf16 activations or f32 logits
+  DType weights = DType::bf16;  // bf16, or f8_e4m3 with scales
   bool bias = false;
   std::string arch;                 // "sm_90"
   std::uint64_t library_version = 0;  // cublasLtGetVersion()
 
-  auto tie() const { return std::tie(m_bucket, n, k, out, bias, arch, library_version); }
+  auto tie() const { return std::tie(m_bucket, n, k, out, weights, bias, arch, library_version); }
   bool operator<(const GemmShapeKey& o) const { return tie() < o.tie(); }
   bool operator==(const GemmShapeKey& o) const { return tie() == o.tie(); }
 };
@@ -61,13 +64,18 @@ struct GemmShapeKey {
 // Which kernel runs a GEMM.
 enum class GemmKind : std::uint8_t {
   cublaslt = 0,  // cublasLtMatmul with GemmChoice::algo
-  skinny = 1,    // flare_skinny_gemm variant GemmChoice::variant (m <= 16, k % 8 == 0)
+  skinny = 1,    // flare_skinny_gemm variant GemmChoice::variant (bf16 weights, m <= 16, k % 8 == 0)
+  skinny_fp8 = 2,  // flare_fp8_skinny variant GemmChoice::variant (f8_e4m3 weights, m <= 8, k % 16 == 0)
 };
 
-// The skinny kernel's limits and variant count (kernels/skinny_gemm.cu, cuda/skinny_gemm.h).
+// The skinny kernels' limits and variant counts (kernels/skinny_gemm.cu, kernels/fp8_linear.cu,
+// cuda/skinny_gemm.h).
 inline constexpr std::int64_t k_skinny_gemm_max_m = 16;
 inline constexpr std::int64_t k_skinny_gemm_k_multiple = 8;
 inline constexpr std::uint8_t k_skinny_gemm_n_variants = 4;
+inline constexpr std::int64_t k_fp8_skinny_max_m = 8;
+inline constexpr std::int64_t k_fp8_skinny_k_multiple = 16;
+inline constexpr std::uint8_t k_fp8_skinny_n_variants = 4;
 
 struct GemmChoice {
   GemmKind kind = GemmKind::cublaslt;

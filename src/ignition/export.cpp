@@ -50,7 +50,15 @@ std::vector<std::uint32_t> concurrency_buckets(std::int32_t max_concurrency) {
   return buckets;
 }
 
-std::string dtype_text(helios::DType dtype) { return dtype == helios::DType::bf16 ? "BF16" : "F32"; }
+// The safetensors name of a prepared tensor's dtype (prepared_views.cpp reads it back).
+std::string dtype_text(helios::DType dtype) {
+  switch (dtype) {
+    case helios::DType::bf16: return "BF16";
+    case helios::DType::f8_e4m3: return "F8_E4M3";
+    case helios::DType::i32: return "I32";
+    default: return "F32";
+  }
+}
 
 // Lays one group's tensors out in one payload (64-byte aligned) and records their views.
 std::vector<std::byte> pack_group(const model::PreparedGroup& group, proto::Manifest& manifest) {

@@ -153,55 +153,65 @@ std::vector<std::uint16_t> Checkpoint::read_bf16(const std::string& name, const 
     std::memcpy(out.data(), view.bytes.data(), 2 * n);
     return out;
   }
-  if (view.info->dtype == package::DType::f8_e4m3) return dequantize_fp8(name, view);
+  if (view.info->dtype == package::DType::f8_e4m3) return fp8_dequantize_bf16(read_fp8(name, shape));
   const std::vector<float> f32 = read_f32(name, shape);
   for (std::size_t i = 0; i < n; ++i) out[i] = helios::f32_to_bf16(f32[i]);
   return out;
 }
 
-// weight[r][c] = e4m3[r][c] * scale[r / block_rows][c / block_cols], rounded once to BF16; a tensor
-// scale is one block of the whole matrix, a channel scale one block per row.
-std::vector<std::uint16_t> Checkpoint::dequantize_fp8(const std::string& name, const package::TensorView& weight) const {
+bool Checkpoint::is_fp8(const std::string& name) const {
+  const auto it = locations_.find(name);
+  return quantization_.fp8 && it != locations_.end() && files_[it->second]->find(name)->dtype == package::DType::f8_e4m3;
+}
+
+// weight[r][c] = e4m3[r][c] * scale[r / block_rows][c / block_cols]; a tensor scale is one block of
+// the whole matrix, a channel scale one block per row. No NaN weight, no non-finite scale and no
+// product past F32 get through.
+Fp8Matrix Checkpoint::read_fp8(const std::string& name, const std::vector<std::int64_t>& shape) const {
   using Scales = WeightQuantization::Scales;
-  const std::int64_t rows = weight.info->shape[0], cols = weight.info->shape[1];
+  const package::TensorView weight = view(name, shape);
+  if (weight.info->dtype != package::DType::f8_e4m3) {
+    fail(ExitCode::preparation, "checkpoint {}: tensor `{}` is {}, not F8_E4M3", dir_.string(), name,
+         package::dtype_name(weight.info->dtype));
+  }
+  Fp8Matrix m;
+  m.rows = weight.info->shape[0];
+  m.cols = weight.info->shape[1];
   const std::string scale_name = name + quantization_.scale_suffix;
   const Scales layout = quantization_.scales;
-  const std::int64_t block_rows = layout == Scales::block ? quantization_.block_rows : layout == Scales::channel ? 1 : rows;
-  const std::int64_t block_cols = layout == Scales::block ? quantization_.block_cols : cols;
-  const std::int64_t scale_rows = (rows + block_rows - 1) / block_rows, scale_cols = (cols + block_cols - 1) / block_cols;
+  m.block_rows = layout == Scales::block ? quantization_.block_rows : layout == Scales::channel ? 1 : m.rows;
+  m.block_cols = layout == Scales::block ? quantization_.block_cols : m.cols;
   if (!has(scale_name)) {
     fail(ExitCode::preparation, "checkpoint {}: FP8 tensor `{}` has no `{}`", dir_.string(), name, scale_name);
   }
   // The stored shape: [scale rows, scale columns], or the forms the layouts also use (a scalar or
   // [1] for one scale, [rows] for channel scales); anything else fails in read_f32 naming both.
-  std::vector<std::int64_t> scale_shape = {scale_rows, scale_cols};
+  std::vector<std::int64_t> scale_shape = {m.scale_rows(), m.scale_cols()};
   const std::vector<std::int64_t> stored = files_[locations_.at(scale_name)]->find(scale_name)->shape;
   if ((layout == Scales::tensor && (stored.empty() || stored == std::vector<std::int64_t>{1})) ||
-      (layout == Scales::channel && stored == std::vector<std::int64_t>{rows})) {
+      (layout == Scales::channel && stored == std::vector<std::int64_t>{m.rows})) {
     scale_shape = stored;
   }
-  const std::vector<float> scales = read_f32(scale_name, scale_shape);
-  for (const float s : scales) {
+  m.scales = read_f32(scale_name, scale_shape);
+  for (const float s : m.scales) {
     if (!std::isfinite(s)) fail(ExitCode::preparation, "checkpoint {}: `{}` holds a non-finite scale", dir_.string(), scale_name);
   }
-  std::vector<std::uint16_t> out(std::size_t(rows * cols));
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(weight.bytes.data());
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* scale_row = scales.data() + (r / block_rows) * scale_cols;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const float value = helios::f8_e4m3_to_f32(bytes[r * cols + c]);
+  m.values.assign(bytes, bytes + m.rows * m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    const float* scale_row = m.scales.data() + (r / m.block_rows) * m.scale_cols();
+    for (std::int64_t c = 0; c < m.cols; ++c) {
+      const float value = helios::f8_e4m3_to_f32(m.values[std::size_t(r * m.cols + c)]);
       if (!std::isfinite(value)) {
         fail(ExitCode::preparation, "checkpoint {}: FP8 tensor `{}` holds a NaN at [{}, {}]", dir_.string(), name, r, c);
       }
-      const float scaled = value * scale_row[c / block_cols];
-      if (!std::isfinite(scaled)) {
+      if (!std::isfinite(value * scale_row[c / m.block_cols])) {
         fail(ExitCode::preparation, "checkpoint {}: FP8 tensor `{}` at [{}, {}] overflows F32 with its scale", dir_.string(),
              name, r, c);
       }
-      out[std::size_t(r * cols + c)] = helios::f32_to_bf16(scaled);
     }
   }
-  return out;
+  return m;
 }
 
 }  // namespace flare::model

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "model/fp8_matrix.h"
 #include "model/spec.h"
 #include "package/safetensors.h"
 
@@ -32,6 +33,10 @@ class Checkpoint {
   // dequantizes an F8_E4M3 matrix when the checkpoint's weights are FP8.
   std::vector<std::uint16_t> read_bf16(const std::string& name, const std::vector<std::int64_t>& shape) const;
   std::vector<float> read_f32(const std::string& name, const std::vector<std::int64_t>& shape) const;
+  // Whether `name` is an F8_E4M3 matrix of an FP8 checkpoint (read_fp8 takes it as stored).
+  bool is_fp8(const std::string& name) const;
+  // An FP8 matrix as stored, with its scales in block form (checked as read_bf16 checks them).
+  Fp8Matrix read_fp8(const std::string& name, const std::vector<std::int64_t>& shape) const;
 
  private:
   std::filesystem::path dir_;
@@ -39,7 +44,6 @@ class Checkpoint {
   std::map<std::string, std::size_t> locations_;  // tensor name -> index in files_
   WeightQuantization quantization_;
   package::TensorView view(const std::string& name, const std::vector<std::int64_t>& shape) const;
-  std::vector<std::uint16_t> dequantize_fp8(const std::string& name, const package::TensorView& weight) const;
 };
 
 }  // namespace flare::model

@@ -108,10 +108,19 @@ helios::RotaryParams Model::rotary_for(const helios::Step& step) {
   return {Tensor::of(*scratch_->rope, DType::f32, step.n_rows(), half), attention_factor};
 }
 
+void Model::project(const Tensor& x, const Tensor& weight, const helios::WeightScales& scales, const Tensor* bias,
+                    Tensor out) {
+  if (weight.dtype == DType::f8_e4m3) {
+    backend_.linear_fp8(x, weight, scales, bias, out);
+  } else {
+    backend_.linear(x, weight, bias, out);
+  }
+}
+
 void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope) {
   Scratch& s = *scratch_;
   const LayerWeights& w = weights_.layers[std::size_t(layer)];
-  backend_.linear(s.h_t, w.qkv, w.qkv_bias.empty() ? nullptr : &w.qkv_bias, s.qkv_t);
+  project(s.h_t, w.qkv, w.qkv_scales, w.qkv_bias.empty() ? nullptr : &w.qkv_bias, s.qkv_t);
   Tensor q = s.qkv_t.slice_cols(0, spec_.q_width());
   Tensor k = s.qkv_t.slice_cols(spec_.q_width(), spec_.kv_width());
   Tensor v = s.qkv_t.slice_cols(spec_.q_width() + spec_.kv_width(), spec_.kv_width());
@@ -126,15 +135,15 @@ void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const he
   params.scale = 1.0f / std::sqrt(float(spec_.head_dim));
   params.sliding_window = spec_.sliding_window;
   backend_.attention(cache, q, params, s.attn_t);
-  backend_.linear(s.attn_t, w.o, w.o_bias.empty() ? nullptr : &w.o_bias, s.delta_t);
+  project(s.attn_t, w.o, w.o_scales, w.o_bias.empty() ? nullptr : &w.o_bias, s.delta_t);
 }
 
 void Model::mlp_block(std::int32_t layer) {
   Scratch& s = *scratch_;
   const LayerWeights& w = weights_.layers[std::size_t(layer)];
-  backend_.linear(s.h_t, w.gate_up, nullptr, s.gate_up_t);
+  project(s.h_t, w.gate_up, w.gate_up_scales, nullptr, s.gate_up_t);
   backend_.swiglu(s.gate_up_t, s.act_t);
-  backend_.linear(s.act_t, w.down, nullptr, s.delta_t);
+  project(s.act_t, w.down, w.down_scales, nullptr, s.delta_t);
 }
 
 std::vector<float> Model::forward(const helios::Step& step, helios::KvCache& cache) {

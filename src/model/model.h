@@ -23,17 +23,20 @@
 namespace flare::model {
 
 // Device tensors of one decoder layer; empty tensors are absent (biases, q/k norms).
+// Projection matrices are bf16, or f8_e4m3 with block scales (the *_scales fields, empty for bf16)
+// on a backend that keeps FP8 weights (Backend::supports_fp8_weights).
 struct LayerWeights {
   helios::Tensor input_norm;  // [1, hidden] f32
-  helios::Tensor qkv;         // [q + 2 kv, hidden] bf16 (q, k, v rows fused)
+  helios::Tensor qkv;         // [q + 2 kv, hidden] (q, k, v rows fused)
   helios::Tensor qkv_bias;    // [1, q + 2 kv] f32
-  helios::Tensor o;           // [hidden, q] bf16
+  helios::Tensor o;           // [hidden, q]
   helios::Tensor o_bias;      // [1, hidden] f32
   helios::Tensor q_norm;      // [1, head_dim] f32
   helios::Tensor k_norm;      // [1, head_dim] f32
   helios::Tensor post_norm;   // [1, hidden] f32
-  helios::Tensor gate_up;     // [2 inter, hidden] bf16 (gate rows, then up rows)
-  helios::Tensor down;        // [hidden, inter] bf16
+  helios::Tensor gate_up;     // [2 inter, hidden] (gate rows, then up rows)
+  helios::Tensor down;        // [hidden, inter]
+  helios::WeightScales qkv_scales, o_scales, gate_up_scales, down_scales;
 };
 
 struct Weights {
@@ -115,6 +118,9 @@ class Model {
   const CapturedStep* graph_for(const helios::Step& step, helios::KvCache& cache);
   // Records `step` (a dummy of the captured shape) as a graph after one eager run.
   CapturedStep capture(const helios::Step& step, helios::KvCache& cache, std::int32_t scratch_page);
+  // out = x @ weight^T (+ bias) through linear, or linear_fp8 for an FP8 weight.
+  void project(const helios::Tensor& x, const helios::Tensor& weight, const helios::WeightScales& scales,
+               const helios::Tensor* bias, helios::Tensor out);
   void attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope);
   void mlp_block(std::int32_t layer);
 

@@ -1,7 +1,11 @@
 // The prepared weight layout: what `ignition export` stores in a package and what `flare run`
 // loads without conversion. Preparation reads the checkpoint once, fuses q/k/v and gate/up, and
 // converts matrices to BF16 and norms and biases to F32 (the same layout weights_load builds on a
-// backend); the runtime copies each prepared tensor straight into a backend buffer.
+// backend); the runtime copies each prepared tensor straight into a backend buffer. An FP8
+// checkpoint's projection matrices stay FP8 E4M3 (`<name>` [rows, cols]) with block scales
+// (`<name>.scales` f32, `<name>.scale_block` i32 [block rows, block cols]; fp8_matrix.h) where the
+// fused parts' scales stack; a backend without FP8 weights gets them dequantized to BF16 at load,
+// the values a BF16 package would hold.
 //
 // Tensors are grouped one payload per layer ("weights/layer-000", ...) plus "weights/embedding"
 // (embedding, final norm, and the output head when it is not tied), so unchanged layers

@@ -241,7 +241,7 @@ TEST_F(CudaSkinnyGemm, RaceRecordsAWinnerThatReplaysBitIdentically) {
     GemmTuning tuning;
     const std::vector<float> first = run(runner, tuning);
     EXPECT_EQ(tuning.n_timed(), 1);
-    const GemmShapeKey key{GemmTuning::bucket_m(m), n, k, DType::f32, bias_on, gpu_->device().arch(), lt.version()};
+    const GemmShapeKey key{GemmTuning::bucket_m(m), n, k, DType::f32, DType::bf16, bias_on, gpu_->device().arch(), lt.version()};
     const GemmChoice* won = tuning.find(key);
     ASSERT_NE(won, nullptr);
     EXPECT_GE(won->n_candidates, 1 + k_skinny_gemm_n_variants) << "cuBLASLt's candidates and every skinny variant";
@@ -293,7 +293,7 @@ TEST_F(CudaSkinnyGemm, FrozenSkinnyChoicesRunThroughTheBackend) {
   for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
     GemmTuning table;
     for (const DType out : {DType::bf16, DType::f32}) {
-      table.insert({GemmTuning::bucket_m(m), n, k, out, true, gpu_->device().arch(), lt.version()},
+      table.insert({GemmTuning::bucket_m(m), n, k, out, DType::bf16, true, gpu_->device().arch(), lt.version()},
                    {.kind = GemmKind::skinny, .variant = std::uint8_t(v), .algo = {}, .time_us = 1.0f, .n_candidates = 1});
     }
     GemmTuning frozen = GemmTuning::parse(table.serialize());

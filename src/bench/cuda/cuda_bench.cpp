@@ -34,9 +34,9 @@ void require_gpu(int gpu) {
 }
 
 std::unique_ptr<model::Model> load_model(const BenchModel& m, TimingBackend& timing, DeviceFill& fill,
-                                         std::uint64_t seed) {
+                                         std::uint64_t seed, helios::DType matrices) {
   if (bench_model_random_weights(m)) {
-    return std::make_unique<model::Model>(m.spec, timing, random_weights(m.spec, timing, fill, seed));
+    return std::make_unique<model::Model>(m.spec, timing, random_weights(m.spec, timing, fill, seed, matrices));
   }
   return model::Model::load(m.checkpoint_dir, timing);
 }
@@ -52,7 +52,7 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
   report.model_name = m.name;
   report.model_source = m.source;
   report.n_parameters = m.spec.n_parameters();
-  report.weight_bytes_per_token = decode_weight_bytes(m.spec);
+  report.weight_bytes_per_token = decode_weight_bytes(m.spec, bench_model_random_weights(m) ? options.weights : helios::DType::bf16);
 
   hc::CudaBackend backend(options.gpu, options.kernel_cache.value_or(Config{}.kernel_cache()));
   report.device_name = backend.device().name;
@@ -68,7 +68,7 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
                                report.rates.gemm_tflops));
 
   TimingBackend timing(backend, m.spec);
-  const std::unique_ptr<model::Model> model = load_model(m, timing, fill, options.seed);
+  const std::unique_ptr<model::Model> model = load_model(m, timing, fill, options.seed, options.weights);
   const std::int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
   // Fixed buffer addresses for every step of the run (what captured graphs need).
   const std::int32_t max_context = *std::max_element(options.contexts.begin(), options.contexts.end());

@@ -115,6 +115,14 @@ void TimingBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* 
   mark(linear_category(weight), bytes, 2.0 * double(x.rows) * double(weight.rows) * double(weight.cols));
 }
 
+void TimingBackend::linear_fp8(const Tensor& x, const Tensor& weight, const helios::WeightScales& scales,
+                               const Tensor* bias, Tensor out) {
+  inner_.linear_fp8(x, weight, scales, bias, out);
+  const double bytes =
+      bytes_of(x) + bytes_of(weight) + bytes_of(scales.scales) + bytes_of(out) + (bias ? bytes_of(*bias) : 0.0);
+  mark(linear_category(weight), bytes, 2.0 * double(x.rows) * double(weight.rows) * double(weight.cols));
+}
+
 void TimingBackend::rotary(Tensor q, Tensor k, std::int32_t head_dim, const helios::RotaryParams& rope) {
   inner_.rotary(q, k, head_dim, rope);
   mark("rotary", 2.0 * (bytes_of(q) + bytes_of(k)) + bytes_of(rope.inv_freq), 0);

@@ -61,6 +61,13 @@ class TimingBackend final : public helios::Backend {
   void head_rms_norm(helios::Tensor x, std::int32_t head_dim, const helios::Tensor& weight, float eps) override;
   void linear(const helios::Tensor& x, const helios::Tensor& weight, const helios::Tensor* bias,
               helios::Tensor out) override;
+  bool supports_fp8_weights(std::int64_t rows, std::int64_t cols, std::int32_t block_rows,
+                            std::int32_t block_cols) override {
+    return inner_.supports_fp8_weights(rows, cols, block_rows, block_cols);
+  }
+  void linear_fp8(const helios::Tensor& x, const helios::Tensor& weight, const helios::WeightScales& scales,
+                  const helios::Tensor* bias, helios::Tensor out) override;
+  void reserve_fp8_linear(std::int64_t max_cols) override { inner_.reserve_fp8_linear(max_cols); }
   void rotary(helios::Tensor q, helios::Tensor k, std::int32_t head_dim, const helios::RotaryParams& rope) override;
   void kv_store(helios::KvCache& cache, std::int32_t layer, const helios::Tensor& k, const helios::Tensor& v) override;
   void rotary_kv_store(helios::KvCache& cache, std::int32_t layer, helios::Tensor q, helios::Tensor k,

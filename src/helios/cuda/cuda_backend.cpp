@@ -206,6 +206,8 @@ void CudaBackend::reserve_step_values(std::size_t n_values) {
 
 void CudaBackend::reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) {
   reserve_step_values(StepPackLayout::capacity(max_tokens, max_rows, max_blocks));
+  step_capacity_tokens_ = std::max<std::int64_t>(step_capacity_tokens_, max_tokens);
+  reserve_fp8_scratch(step_capacity_tokens_);
 }
 
 void CudaBackend::begin_step(const Step& step, const KvCache& cache) {

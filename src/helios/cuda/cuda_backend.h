@@ -88,6 +88,13 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) override;
   void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) override;
   void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) override;
+  // FP8 weights (cuda_backend_gemm.cpp): kept as FP8 where cuBLASLt has a block-scaled FP8 GEMM
+  // for their scales (128 x 128 blocks, or one scale per row).
+  bool supports_fp8_weights(std::int64_t rows, std::int64_t cols, std::int32_t block_rows,
+                            std::int32_t block_cols) override;
+  void linear_fp8(const Tensor& x, const Tensor& weight, const WeightScales& scales, const Tensor* bias,
+                  Tensor out) override;
+  void reserve_fp8_linear(std::int64_t max_cols) override;
   void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) override;
   void kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) override;
   // One kernel (cuda_rotary_kv_store.cpp).
@@ -112,6 +119,8 @@ class CudaBackend final : public Backend {
   // Defines of the skinny GEMM's module for one x-row tile (one module per tile: as one program,
   // its forty entry points compile in about 15 s).
   static Defines skinny_tile_defines(int tile);
+  // The same for the FP8 kernels' modules (kernels/fp8_linear.cu).
+  static Defines fp8_tile_defines(int tile) { return {{"FP8_SKINNY_M", std::to_string(tile)}}; }
   void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name);
   // The attention kernels attention() dispatches to (cuda_attention.cpp).
   void attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
@@ -160,6 +169,12 @@ class CudaBackend final : public Backend {
   // After cuBLASLt loaded (cublaslt_) and the GEMM modules were precompiled.
   void init_gemm(const std::filesystem::path& kernel_cache_dir);
   bool linear_cublaslt(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out);
+  // out += bias (f32 [n]) for a GEMM whose kernel left the bias to the caller.
+  void add_bias(const Tensor& out, CUdeviceptr bias);
+  // Sizes the GEMM runner's FP8 activation scratch for m rows; a move bumps graph_generation_.
+  void reserve_fp8_scratch(std::int64_t m);
+  std::int64_t fp8_max_cols_ = 0;  // reserve_fp8_linear(): 0 until FP8 weights are loaded
+  std::int64_t step_capacity_tokens_ = 0;  // reserve_step()'s largest max_tokens
   std::unique_ptr<CublasLt> cublaslt_;
   std::unique_ptr<GemmRunner> gemm_;
   GemmTuning gemm_tuning_;

@@ -23,7 +23,15 @@ std::uint32_t alignment_bytes(CUdeviceptr address, std::int64_t row_bytes) {
 constexpr std::int64_t k_split_k_max_m = 256;
 constexpr std::size_t k_split_k_candidates = 2;
 
-cudaDataType_t cuda_type(DType d) { return d == DType::f32 ? CUDA_R_32F : CUDA_R_16BF; }
+cudaDataType_t cuda_type(DType d) {
+  if (d == DType::f8_e4m3) return CUDA_R_8F_E4M3;
+  return d == DType::f32 ? CUDA_R_32F : CUDA_R_16BF;
+}
+
+bool is_fp8(const GemmOperands& op) { return op.w_dtype == DType::f8_e4m3; }
+
+// The row stride cuBLASLt reads x with: x itself, or FP8 activations packed [m, k] in the scratch.
+std::int64_t b_stride(const GemmOperands& op) { return is_fp8(op) ? op.k : op.x_stride; }
 
 std::array<std::uint64_t, 8> algo_words(const cublasLtMatmulAlgo_t& algo) {
   std::array<std::uint64_t, 8> words{};
@@ -42,13 +50,32 @@ cublasLtMatmulAlgo_t algo_of(const std::array<std::uint64_t, 8>& words) {
 
 // The descriptors of one exact problem and the algorithm it runs.
 struct GemmRunner::Plan {
-  Plan(const CublasLt& lt, const GemmOperands& op)
+  // b_scales: where the FP8 activation scales will be (cuBLASLt checks that a block-scaled operand
+  // has a scale pointer when it is asked for algorithms).
+  Plan(const CublasLt& lt, const GemmOperands& op, CUdeviceptr b_scales = 0)
       : desc(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-        a(lt, CUDA_R_16BF, std::uint64_t(op.k), std::uint64_t(op.n), op.w_stride),  // w^T: column-major [k, n]
-        b(lt, CUDA_R_16BF, std::uint64_t(op.k), std::uint64_t(op.m), op.x_stride),  // x^T: column-major [k, m]
+        a(lt, cuda_type(op.w_dtype), std::uint64_t(op.k), std::uint64_t(op.n), op.w_stride),  // w^T: column-major [k, n]
+        b(lt, cuda_type(op.w_dtype), std::uint64_t(op.k), std::uint64_t(op.m), b_stride(op)),  // x^T: column-major [k, m]
         d(lt, cuda_type(op.out_dtype), std::uint64_t(op.n), std::uint64_t(op.m), op.out_stride) {  // out^T [n, m]
     desc.set(CUBLASLT_MATMUL_DESC_TRANSA, cublasOperation_t(CUBLAS_OP_T));
     desc.set(CUBLASLT_MATMUL_DESC_TRANSB, cublasOperation_t(CUBLAS_OP_N));
+    if (is_fp8(op)) {
+      fp8 = true;
+      // A's scales are the weight's ([n / 128][k / 128] row-major is BLK128x128's column-major
+      // [k / 128, n / 128] with leading dimension k / 128), B's the quantized activations'.
+      const bool blocks = op.w_scaling == Fp8Scaling::blocks_128;
+      desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, std::int32_t(blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                                                      : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F));
+      desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, std::int32_t(blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                                                      : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F));
+      set_scales(op.w_scales, b_scales);
+    }
+  }
+
+  // FP8: the scale pointers of this run (the weight's, and the activations' in the scratch).
+  void set_scales(CUdeviceptr weight_scales, CUdeviceptr activation_scales) {
+    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, reinterpret_cast<const void*>(weight_scales));
+    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, reinterpret_cast<const void*>(activation_scales));
   }
 
   // Adds the F32 bias through the epilogue; the bias pointer is set per run.
@@ -65,6 +92,7 @@ struct GemmRunner::Plan {
   GemmChoice choice;            // what runs: cuBLASLt's algorithm (then also in `algo`) or a skinny variant
   cublasLtMatmulAlgo_t algo{};  // choice.algo, ready for cublasLtMatmul
   bool bias_in_epilogue = false;
+  bool fp8 = false;  // FP8 weights with scale modes
 
   void set_choice(const GemmChoice& c) {
     choice = c;
@@ -76,14 +104,18 @@ namespace {
 
 // Up to n_wanted heuristic candidates that fit the workspace and the operands' alignments. cuBLASLt
 // answers NOT_SUPPORTED for a problem it has no kernel for, and INVALID_VALUE for an epilogue it does
-// not take with these types (an F32 bias with a BF16 output, on cuBLASLt 13.1): both mean none.
+// not take with these types (an F32 bias with a BF16 output, on cuBLASLt 13.1) or scale modes it does
+// not take on this GPU: all mean none.
 std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const CublasLt& lt, const GemmRunner::Plan& p,
                                                        const GemmOperands& op, int n_wanted) {
   MatmulPreference pref(lt);
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t(k_gemm_workspace_bytes));
   const std::int64_t out_bytes = std::int64_t(dtype_size_bytes(op.out_dtype));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_bytes(op.w, op.w_stride * 2));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_bytes(op.x, op.x_stride * 2));
+  const std::int64_t w_bytes = std::int64_t(dtype_size_bytes(op.w_dtype));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_bytes(op.w, op.w_stride * w_bytes));
+  // FP8 activations sit in the scratch (256-byte aligned) with rows of k bytes.
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+           is_fp8(op) ? alignment_bytes(256, op.k) : alignment_bytes(op.x, op.x_stride * 2));
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_bytes(op.out, op.out_stride * out_bytes));
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_bytes(op.out, op.out_stride * out_bytes));
   std::vector<cublasLtMatmulHeuristicResult_t> results(std::size_t(std::max(n_wanted, 1)));
@@ -91,7 +123,8 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const CublasLt& lt, const
   const cublasStatus_t status = lt.api().algo_get_heuristic(lt.handle(), p.desc.get(), p.a.get(), p.b.get(), p.d.get(),
                                                             p.d.get(), pref.get(), int(results.size()), results.data(),
                                                             &n_returned);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_INVALID_VALUE && p.bias_in_epilogue)) {
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (status == CUBLAS_STATUS_INVALID_VALUE && (p.bias_in_epilogue || p.fp8))) {
     n_returned = 0;
   } else {
     lt.check(status, "cublasLtMatmulAlgoGetHeuristic");
@@ -152,10 +185,10 @@ std::vector<cublasLtMatmulAlgo_t> split_k_versions(const CublasLt& lt, const Gem
 }
 
 cublasStatus_t enqueue(const CublasLt& lt, const GemmRunner::Plan& p, const cublasLtMatmulAlgo_t& algo,
-                       const GemmOperands& op, const DeviceMemory& workspace, const Stream& stream) {
+                       const GemmOperands& op, CUdeviceptr b, const DeviceMemory& workspace, const Stream& stream) {
   const float alpha = 1.0f, beta = 0.0f;
   const auto* w = reinterpret_cast<const void*>(op.w);
-  const auto* x = reinterpret_cast<const void*>(op.x);
+  const auto* x = reinterpret_cast<const void*>(b);
   auto* out = reinterpret_cast<void*>(op.out);
   return lt.api().matmul(lt.handle(), p.desc.get(), &alpha, w, p.a.get(), x, p.b.get(), &beta, out, p.d.get(), out,
                          p.d.get(), &algo, workspace.data(), workspace.size_bytes(), stream.handle());
@@ -179,9 +212,11 @@ GemmRunner::PlanKey GemmRunner::plan_key(const GemmOperands& op) {
           op.w_stride,
           op.out_stride,
           op.out_dtype,
+          op.w_dtype,
+          is_fp8(op) ? op.w_scaling : Fp8Scaling::blocks_128,
           op.bias != 0,
           alignment_bytes(op.x, op.x_stride * 2),
-          alignment_bytes(op.w, op.w_stride * 2),
+          alignment_bytes(op.w, op.w_stride * std::int64_t(dtype_size_bytes(op.w_dtype))),
           alignment_bytes(op.out, op.out_stride * out_bytes),
           op.bias ? alignment_bytes(op.bias, 0) : 0u};
 }
@@ -194,34 +229,74 @@ bool GemmRunner::capturing() const {
 
 bool GemmRunner::adopt(Plan& plan, const GemmOperands& op, const GemmChoice& choice) const {
   if (choice.kind == GemmKind::skinny) {
-    if (!skinny_ || !SkinnyGemm::supports(op) || choice.variant >= k_skinny_gemm_n_variants) return false;
-  } else if (!algo_fits(lt_, plan, algo_of(choice.algo))) {
+    if (is_fp8(op) || !skinny_ || !SkinnyGemm::supports(op) || choice.variant >= k_skinny_gemm_n_variants) return false;
+  } else if (choice.kind == GemmKind::skinny_fp8) {
+    if (!fp8_ || !Fp8Kernels::skinny_supports(op) || choice.variant >= k_fp8_skinny_n_variants) return false;
+  } else if ((is_fp8(op) && !fp8_cublaslt_takes(op)) || !algo_fits(lt_, plan, algo_of(choice.algo))) {
     return false;
   }
   plan.set_choice(choice);
   return true;
 }
 
-bool GemmRunner::enqueue_choice(const Plan& plan, const GemmChoice& choice, const GemmOperands& op) const {
+bool GemmRunner::fp8_cublaslt_takes(const GemmOperands& op) const {
+  return fp8_ && fp8_scratch_ && op.m <= fp8_scratch_m_ && op.k <= fp8_scratch_k_ && op.k % 16 == 0 &&
+         (op.w_scaling != Fp8Scaling::blocks_128 || op.k % 128 == 0) && op.out_dtype == DType::bf16 &&
+         op.x % 16 == 0 && (op.x_stride * 2) % 16 == 0;
+}
+
+cublasStatus_t GemmRunner::enqueue_cublaslt(Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmOperands& op) {
+  if (!is_fp8(op)) return enqueue(lt_, plan, algo, op, op.x, workspace_, stream_);
+  const CUdeviceptr scratch = fp8_scratch_->address();
+  if (!fp8_->enqueue_quantize(op, scratch, stream_)) return CUBLAS_STATUS_EXECUTION_FAILED;
+  plan.set_scales(op.w_scales, scratch + Fp8Kernels::scales_offset(op.m, op.k));
+  return enqueue(lt_, plan, algo, op, scratch, workspace_, stream_);
+}
+
+bool GemmRunner::enqueue_choice(Plan& plan, const GemmChoice& choice, const GemmOperands& op) {
   if (choice.kind == GemmKind::skinny) return skinny_->enqueue(op, choice.variant, stream_);
-  return enqueue(lt_, plan, algo_of(choice.algo), op, workspace_, stream_) == CUBLAS_STATUS_SUCCESS;
+  if (choice.kind == GemmKind::skinny_fp8) return fp8_->enqueue_skinny(op, choice.variant, stream_);
+  return enqueue_cublaslt(plan, algo_of(choice.algo), op) == CUBLAS_STATUS_SUCCESS;
+}
+
+bool GemmRunner::reserve_fp8(std::int64_t m, std::int64_t k) {
+  if (fp8_scratch_ && m <= fp8_scratch_m_ && k <= fp8_scratch_k_) return false;
+  const std::int64_t new_m = std::max(m, fp8_scratch_m_), new_k = std::max(k, fp8_scratch_k_);
+  if (fp8_scratch_) stream_.synchronize();  // queued GEMMs may still read the old scratch
+  fp8_scratch_ = std::make_unique<DeviceMemory>(Fp8Kernels::scratch_bytes(new_m, new_k));
+  fp8_scratch_m_ = new_m;
+  fp8_scratch_k_ = new_k;
+  // Plans whose FP8 choice was rejected for want of scratch may take cuBLASLt now.
+  std::erase_if(plans_, [](const auto& entry) { return std::get<7>(entry.first) == DType::f8_e4m3; });
+  return true;
+}
+
+bool GemmRunner::fp8_cublaslt_available(std::int64_t n, std::int64_t k, Fp8Scaling scaling) {
+  GemmOperands probe{.x = 256, .x_stride = k, .w = 256, .w_stride = k, .w_dtype = DType::f8_e4m3, .w_scales = 256,
+                     .w_scaling = scaling, .out = 256, .out_stride = n, .out_dtype = DType::bf16, .m = 64, .n = n, .k = k};
+  if (k % 16 != 0 || (scaling == Fp8Scaling::blocks_128 && k % 128 != 0)) return false;
+  Plan plan(lt_, probe, 256);
+  return !heuristic(lt_, plan, probe, 1).empty();
 }
 
 std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, GemmTuning& tuning) {
-  auto plan = std::make_unique<Plan>(lt_, op);
+  const CUdeviceptr b_scales = fp8_scratch_ ? fp8_scratch_->address() + Fp8Kernels::scales_offset(op.m, op.k) : 0;
+  auto plan = std::make_unique<Plan>(lt_, op, b_scales);
   const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
-  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, op.out_dtype, op.bias != 0, arch_, lt_.version()};
+  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, op.out_dtype, op.w_dtype, op.bias != 0, arch_,
+                         lt_.version()};
   const bool may_time = !tuning.frozen() && tuning.effort() != TuneEffort::off && !capturing();
   const int n_wanted = may_time ? settings.n_candidates : 1;
 
   // The bias goes through the epilogue when cuBLASLt offers any algorithm for it, else it is left to the caller.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates;
-  if (op.bias) {
+  const bool cublaslt_takes = !is_fp8(op) || fp8_cublaslt_takes(op);
+  if (op.bias && cublaslt_takes) {
     plan->use_bias_epilogue(op.bias);
     candidates = heuristic(lt_, *plan, op, n_wanted);
-    if (candidates.empty()) plan = std::make_unique<Plan>(lt_, op);
+    if (candidates.empty()) plan = std::make_unique<Plan>(lt_, op, b_scales);
   }
-  if (!plan->bias_in_epilogue) candidates = heuristic(lt_, *plan, op, n_wanted);
+  if (!plan->bias_in_epilogue && cublaslt_takes) candidates = heuristic(lt_, *plan, op, n_wanted);
 
   // The race's entrants: cuBLASLt's candidates in the heuristic's order, then the skinny variants
   // where the kernel takes the problem. The first is what runs when nothing is timed.
@@ -234,8 +309,13 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
       }
     }
   }
-  if (skinny_ && SkinnyGemm::supports(op)) {
+  if (!is_fp8(op) && skinny_ && SkinnyGemm::supports(op)) {
     for (std::uint8_t v = 0; v < k_skinny_gemm_n_variants; ++v) choices.push_back({.kind = GemmKind::skinny, .variant = v});
+  }
+  if (fp8_ && Fp8Kernels::skinny_supports(op)) {
+    for (std::uint8_t v = 0; v < k_fp8_skinny_n_variants; ++v) {
+      choices.push_back({.kind = GemmKind::skinny_fp8, .variant = v});
+    }
   }
   if (choices.empty()) return nullptr;
 
@@ -275,15 +355,15 @@ GemmResult GemmRunner::run(const GemmOperands& op, GemmTuning& tuning) {
   if (it == plans_.end()) it = plans_.emplace(key, make_plan(op, tuning)).first;
   Plan* plan = it->second.get();
   if (!plan) return GemmResult::unsupported;
-  if (plan->choice.kind == GemmKind::skinny) {
-    if (!skinny_->enqueue(op, plan->choice.variant, stream_)) {
+  if (plan->choice.kind == GemmKind::skinny || plan->choice.kind == GemmKind::skinny_fp8) {
+    if (!enqueue_choice(*plan, plan->choice, op)) {
       fail(ExitCode::failure, "CUDA launch of skinny GEMM variant {} failed for [{}, {}, {}]", plan->choice.variant,
            op.m, op.n, op.k);
     }
     return GemmResult::done;  // the kernel adds the bias
   }
   if (plan->bias_in_epilogue) plan->set_bias(op.bias);
-  lt_.check(enqueue(lt_, *plan, plan->algo, op, workspace_, stream_), "cublasLtMatmul");
+  lt_.check(enqueue_cublaslt(*plan, plan->algo, op), "cublasLtMatmul");
   return op.bias && !plan->bias_in_epilogue ? GemmResult::bias_pending : GemmResult::done;
 }
 

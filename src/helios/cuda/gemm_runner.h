@@ -3,6 +3,13 @@
 // or F32 out, F32 bias through the BIAS epilogue where cuBLASLt offers it for the output type (else
 // the caller adds it with a small kernel); the skinny kernel adds the bias itself.
 //
+// FP8 E4M3 weights with f32 scales (Fp8Scaling, fp8_kernels.h) run on cuBLASLt's FP8 GEMM with
+// block scaling (sm_90: weights BLK128x128_32F or OUTER_VEC_32F, activations quantized first by a
+// small kernel into the runner's scratch, per 128 elements of a row (VEC128_32F) or per row
+// (OUTER_VEC_32F)), or for m <= 8 on the FP8 skinny kernel, which reads BF16 activations as they
+// are. The race times the quantization together with cuBLASLt's GEMM, so both compete on what a
+// step pays.
+//
 // Row-major operands become column-major without copies: a row-major [r, c] matrix with stride s is
 // a column-major [c, r] matrix with leading dimension s, so cuBLASLt computes out^T[n, m] =
 // op(w)[n, k] x x^T[k, m] with A = w (transposed), B = x, D = out; the bias has D's n rows.
@@ -31,6 +38,7 @@
 
 #include "helios/cuda/cublaslt.h"
 #include "helios/cuda/driver.h"
+#include "helios/cuda/fp8_kernels.h"
 #include "helios/cuda/skinny_gemm.h"
 #include "helios/dtype.h"
 #include "helios/gemm_tuning.h"
@@ -42,8 +50,11 @@ inline constexpr std::size_t k_gemm_workspace_bytes = std::size_t(32) << 20;
 struct GemmOperands {
   CUdeviceptr x = 0;             // [m, k] bf16, row stride x_stride
   std::int64_t x_stride = 0;
-  CUdeviceptr w = 0;             // [n, k] bf16, row stride w_stride
+  CUdeviceptr w = 0;             // [n, k] w_dtype, row stride w_stride
   std::int64_t w_stride = 0;
+  DType w_dtype = DType::bf16;   // bf16, or f8_e4m3 with w_scales
+  CUdeviceptr w_scales = 0;      // f8_e4m3: f32 scales laid out as w_scaling says
+  Fp8Scaling w_scaling = Fp8Scaling::blocks_128;
   CUdeviceptr bias = 0;          // [n] f32, or 0
   CUdeviceptr out = 0;           // [m, n] out_dtype, row stride out_stride
   std::int64_t out_stride = 0;
@@ -61,6 +72,21 @@ class GemmRunner {
  public:
   // `skinny` null: cuBLASLt only.
   GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream, std::unique_ptr<SkinnyGemm> skinny = nullptr);
+  // The FP8 kernels: until they are set, FP8 problems are unsupported.
+  void set_fp8_kernels(std::unique_ptr<Fp8Kernels> kernels) { fp8_ = std::move(kernels); }
+  bool has_fp8_kernels() const { return fp8_ != nullptr; }
+  // The FP8 skinny kernel's variant `variant` on a problem it takes, untimed and unplanned (the
+  // backend's last resort); false when it does not take it or the launch fails.
+  bool enqueue_fp8_skinny(const GemmOperands& op, int variant) const {
+    return fp8_ && fp8_->enqueue_skinny(op, variant, stream_);
+  }
+  // Sizes the activation scratch of FP8 problems for up to m rows of k (no-op when it is large
+  // enough). True when the scratch moved: graphs that named it must be captured again. Synchronizes
+  // the stream before freeing the old scratch; never call it during a capture.
+  bool reserve_fp8(std::int64_t m, std::int64_t k);
+  // Whether cuBLASLt has an FP8 algorithm for weights [n, k] scaled as `scaling` (asked for m = 64):
+  // without one, the backend keeps such weights in BF16.
+  bool fp8_cublaslt_available(std::int64_t n, std::int64_t k, Fp8Scaling scaling);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -77,15 +103,21 @@ class GemmRunner {
   struct Plan;  // gemm_runner.cpp
 
  private:
-  // Everything that decides a plan: shape, strides, output type, bias, pointer alignments.
+  // Everything that decides a plan: shape, strides, output and weight types, FP8 scaling, bias,
+  // pointer alignments.
   using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                             DType, bool, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
+                             DType, DType, Fp8Scaling, bool, std::uint32_t, std::uint32_t, std::uint32_t,
+                             std::uint32_t>;
   static PlanKey plan_key(const GemmOperands& op);
   std::unique_ptr<Plan> make_plan(const GemmOperands& op, GemmTuning& tuning);
   // Whether `plan` can run `choice` (an algorithm cuBLASLt accepts, a skinny variant for a problem
   // the kernel takes), and if so makes it the plan's.
   bool adopt(Plan& plan, const GemmOperands& op, const GemmChoice& choice) const;
-  bool enqueue_choice(const Plan& plan, const GemmChoice& choice, const GemmOperands& op) const;
+  bool enqueue_choice(Plan& plan, const GemmChoice& choice, const GemmOperands& op);
+  // cuBLASLt's GEMM of the plan with `algo`; for FP8 weights, the activation quantization first.
+  cublasStatus_t enqueue_cublaslt(Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmOperands& op);
+  // FP8 problems cuBLASLt can take: k % 16 == 0, BF16 output, 16-byte aligned x, scratch reserved.
+  bool fp8_cublaslt_takes(const GemmOperands& op) const;
   bool capturing() const;
 
   const CublasLt& lt_;
@@ -93,6 +125,9 @@ class GemmRunner {
   const Stream& stream_;
   DeviceMemory workspace_;
   std::unique_ptr<SkinnyGemm> skinny_;  // null: cuBLASLt only
+  std::unique_ptr<Fp8Kernels> fp8_;     // null: no FP8 problems
+  std::unique_ptr<DeviceMemory> fp8_scratch_;  // quantized activations and their scales
+  std::int64_t fp8_scratch_m_ = 0, fp8_scratch_k_ = 0;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
 };
 

@@ -113,6 +113,10 @@ TEST(ModelCosts, Llama31EightBHandCounts) {
   const double layer = 218103808.0 * 2 + 2 * 4096 * 4;
   EXPECT_DOUBLE_EQ(decode_weight_bytes(s), 32 * layer + 4096 * 4 + 128256.0 * 4096 * 2);
   EXPECT_NEAR(decode_weight_bytes(s) / 1e9, 15.01, 0.01);
+  // FP8 matrices: a byte per weight plus an f32 per 128 x 128 block; the head stays BF16.
+  const double fp8_layer = 218103808.0 * (1 + 4.0 / 16384) + 2 * 4096 * 4;
+  EXPECT_DOUBLE_EQ(decode_weight_bytes(s, helios::DType::f8_e4m3), 32 * fp8_layer + 4096 * 4 + 128256.0 * 4096 * 2);
+  EXPECT_NEAR(decode_weight_bytes(s, helios::DType::f8_e4m3) / 1e9, 8.03, 0.01);
   EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, helios::DType::bf16), 2.0 * 1024 * 2 * 32);  // 128 KiB
   EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, helios::DType::f8_e4m3), 2.0 * 1024 * 1 * 32);
   const double n = 2048;

@@ -22,11 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Shapes of a typical model (head_dim 128, full rotary, pages of 16 tokens).
+// Shapes of a typical model (head_dim 128, full rotary, pages of 16 tokens); the skinny GEMMs'
+// largest x-row tiles only (the other tiles instantiate the same templates, and every tile of
+// both takes most of a minute per architecture).
 CompileOptions options_for(const std::string& arch) {
   CompileOptions o;
   o.arch = arch;
-  o.defines = {{"HEAD_DIM", "128"}, {"ROTARY_HALF", "64"}, {"FLARE_BLOCK", "256"}, {"PAGE_SIZE", "16"}};
+  o.defines = {{"HEAD_DIM", "128"}, {"ROTARY_HALF", "64"}, {"FLARE_BLOCK", "256"}, {"PAGE_SIZE", "16"},
+               {"SKINNY_M", "16"},   {"FP8_SKINNY_M", "8"}};
   return o;
 }
 
@@ -40,7 +43,7 @@ TEST(CudaKernels, EmbeddedSourcesAreComplete) {
     EXPECT_NE(k.source.find("flare_" + std::string(k.name)), std::string_view::npos) << k.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"attention", "attention_decode", "attention_prefill", "bias_add",
-                                            "embedding", "fill_random", "gather_rows", "head_rms_norm", "linear",
+                                            "embedding", "fill_random", "fp8_linear", "gather_rows", "head_rms_norm", "linear",
                                             "rms_norm", "rotary", "rotary_kv_store", "sample", "skinny_gemm", "swiglu"}));
   EXPECT_EQ(embedded_kernel("rotary").name, "rotary");
   EXPECT_THROW(embedded_kernel("no_such_kernel"), Error);

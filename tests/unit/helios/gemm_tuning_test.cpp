@@ -23,8 +23,12 @@ namespace {
 namespace fs = std::filesystem;
 
 GemmShapeKey key(std::int64_t m, std::int64_t n, std::int64_t k, DType out = DType::bf16, bool bias = false,
-                 std::string arch = "sm_90", std::uint64_t version = 130100) {
-  return {GemmTuning::bucket_m(m), n, k, out, bias, std::move(arch), version};
+                 std::string arch = "sm_90", std::uint64_t version = 130100, DType weights = DType::bf16) {
+  return {GemmTuning::bucket_m(m), n, k, out, weights, bias, std::move(arch), version};
+}
+
+GemmShapeKey fp8_key(std::int64_t m, std::int64_t n, std::int64_t k) {
+  return key(m, n, k, DType::bf16, false, "sm_90", 130100, DType::f8_e4m3);
 }
 
 GemmChoice choice(std::uint64_t seed) {
@@ -40,6 +44,10 @@ GemmChoice skinny(std::uint8_t variant) {
   return {.kind = GemmKind::skinny, .variant = variant, .algo = {}, .time_us = 9.5f, .n_candidates = 12};
 }
 
+GemmChoice skinny_fp8(std::uint8_t variant) {
+  return {.kind = GemmKind::skinny_fp8, .variant = variant, .algo = {}, .time_us = 5.5f, .n_candidates = 9};
+}
+
 GemmTuning sample_table() {
   GemmTuning t;
   t.insert(key(1, 4096, 4096), choice(1));
@@ -49,6 +57,8 @@ GemmTuning sample_table() {
   t.insert(key(64, 100, 72, DType::f32, true, "sm_80"), choice(5));
   t.insert(key(1, 6144, 4096), skinny(0));
   t.insert(key(13, 4096, 14336, DType::f32, true), skinny(k_skinny_gemm_n_variants - 1));
+  t.insert(fp8_key(1, 6144, 4096), skinny_fp8(2));
+  t.insert(fp8_key(64, 6144, 4096), choice(6));
   return t;
 }
 
@@ -140,9 +150,10 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   one.insert(key(1, 4096, 4096), choice(7));
   const std::string bytes = one.serialize();
   // Offsets in a one-entry table: magic 4, version 4, count 4, arch length 1, "sm_90" 5, library
-  // version 8, m 8, n 8, k 8, out 1, bias 1, kind 1, variant 1, algo 64, time 4, candidates 2.
-  const std::size_t entry = 12, arch = entry + 1, m = arch + 5 + 8, n = m + 8, out = n + 16, bias = out + 1,
-                    kind = bias + 1, variant = kind + 1, time = variant + 1 + 64;
+  // version 8, m 8, n 8, k 8, out 1, weights 1, bias 1, kind 1, variant 1, algo 64, time 4,
+  // candidates 2.
+  const std::size_t entry = 12, arch = entry + 1, m = arch + 5 + 8, n = m + 8, out = n + 16, weights = out + 1,
+                    bias = weights + 1, kind = bias + 1, variant = kind + 1, time = variant + 1 + 64;
   const auto patched = [&](std::size_t at, std::string_view with) {
     std::string b = bytes;
     b.replace(at, with.size(), with);
@@ -151,7 +162,9 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   ASSERT_NO_THROW(GemmTuning::parse(with_valid_checksum(bytes)));
   EXPECT_NE(parse_error(patched(4, std::string("\x01\0\0\0", 4))).find("format version 1"), std::string::npos)
       << "version 1 (before the kind) is not read";
-  EXPECT_NE(parse_error(patched(4, std::string("\x03\0\0\0", 4))).find("format version 3"), std::string::npos);
+  EXPECT_NE(parse_error(patched(4, std::string("\x02\0\0\0", 4))).find("format version 2"), std::string::npos)
+      << "version 2 (before the weight dtype) is not read";
+  EXPECT_NE(parse_error(patched(4, std::string("\x04\0\0\0", 4))).find("format version 4"), std::string::npos);
   EXPECT_NE(parse_error(patched(8, std::string("\xff\xff\xff\x0f", 4))).find("claims"), std::string::npos);
   EXPECT_NE(parse_error(patched(8, std::string("\0\0\0\0", 4))).find("trailing"), std::string::npos);
   EXPECT_NE(parse_error(patched(arch, "xx_90")).find("architecture"), std::string::npos);
@@ -159,9 +172,13 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
       << "3 is not a bucket";
   EXPECT_NE(parse_error(patched(n, std::string(8, '\0'))).find("shape"), std::string::npos);
   EXPECT_NE(parse_error(patched(out, "\x04")).find("dtype"), std::string::npos);
+  EXPECT_NE(parse_error(patched(weights, std::string(1, '\0'))).find("weight dtype"), std::string::npos) << "f32 weights";
+  EXPECT_NE(parse_error(patched(weights, "\x09")).find("weight dtype"), std::string::npos);
+  EXPECT_NO_THROW(GemmTuning::parse(patched(weights, "\x03"))) << "a cuBLASLt choice on FP8 weights";
   EXPECT_NE(parse_error(patched(bias, "\x02")).find("bias"), std::string::npos);
   EXPECT_NE(parse_error(patched(time, std::string("\0\0\xc0\x7f", 4))).find("time"), std::string::npos) << "NaN";
-  EXPECT_NE(parse_error(patched(kind, "\x02")).find("unknown kind 2"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\x03")).find("unknown kind 3"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\x02")).find("other weights"), std::string::npos) << "FP8 kernel, BF16 weights";
   EXPECT_NE(parse_error(patched(kind, "\xff")).find("unknown kind"), std::string::npos);
   EXPECT_NE(parse_error(patched(variant, "\x01")).find("cuBLASLt choice with variant"), std::string::npos);
 
@@ -191,7 +208,7 @@ TEST(GemmTuning, RejectsSkinnyChoicesItCannotReplay) {
     }
   }
   // Offsets as in RejectsBadFieldsBehindAValidChecksum.
-  const std::size_t variant = 12 + 1 + 5 + 8 + 8 + 8 + 8 + 1 + 1 + 1, algo = variant + 1;
+  const std::size_t variant = 12 + 1 + 5 + 8 + 8 + 8 + 8 + 1 + 1 + 1 + 1, algo = variant + 1;
   const std::string bytes = one(key(1, 4096, 4096), skinny(0));
   const auto patched = [&](std::size_t at, std::string_view with) {
     std::string b = bytes;
@@ -206,6 +223,36 @@ TEST(GemmTuning, RejectsSkinnyChoicesItCannotReplay) {
   EXPECT_NE(parse_error(one(key(17, 4096, 4096), skinny(0))).find("cannot run"), std::string::npos) << "m bucket 32";
   EXPECT_NE(parse_error(one(key(1, 4096, 4100), skinny(0))).find("cannot run"), std::string::npos) << "k % 8 != 0";
   EXPECT_NO_THROW(GemmTuning::parse(one(key(17, 4096, 4100), choice(3)))) << "cuBLASLt takes any shape";
+}
+
+// The FP8 skinny kernel: FP8 weights only, m bucket <= 8, k a multiple of 16, BF16 output.
+TEST(GemmTuning, RejectsFp8SkinnyChoicesItCannotReplay) {
+  const auto one = [](const GemmShapeKey& k, const GemmChoice& c) {
+    GemmTuning t;
+    t.insert(k, c);
+    return t.serialize();
+  };
+  for (std::uint8_t v = 0; v < k_fp8_skinny_n_variants; ++v) {
+    for (const std::int64_t m : {1, 2, 5, 8}) {
+      const GemmTuning back = GemmTuning::parse(one(fp8_key(m, 7, 4096), skinny_fp8(v)));
+      ASSERT_NE(back.find(fp8_key(m, 7, 4096)), nullptr);
+      EXPECT_EQ(back.find(fp8_key(m, 7, 4096))->kind, GemmKind::skinny_fp8);
+      EXPECT_EQ(back.find(fp8_key(m, 7, 4096))->variant, v);
+      EXPECT_EQ(back.find(key(m, 7, 4096)), nullptr) << "BF16 and FP8 weights are different keys";
+    }
+  }
+  EXPECT_NE(parse_error(one(fp8_key(1, 4096, 4096), skinny_fp8(k_fp8_skinny_n_variants))).find("skinny variant"),
+            std::string::npos);
+  EXPECT_NE(parse_error(one(fp8_key(9, 4096, 4096), skinny_fp8(0))).find("cannot run"), std::string::npos)
+      << "m bucket 16";
+  EXPECT_NE(parse_error(one(fp8_key(1, 4096, 4104), skinny_fp8(0))).find("cannot run"), std::string::npos)
+      << "k % 16 != 0";
+  GemmShapeKey f32_out = fp8_key(1, 4096, 4096);
+  f32_out.out = DType::f32;
+  EXPECT_NE(parse_error(one(f32_out, skinny_fp8(0))).find("cannot run"), std::string::npos) << "F32 output";
+  EXPECT_NE(parse_error(one(key(1, 4096, 4096), skinny_fp8(0))).find("other weights"), std::string::npos);
+  EXPECT_NE(parse_error(one(fp8_key(1, 4096, 4096), skinny(0))).find("other weights"), std::string::npos);
+  EXPECT_NO_THROW(GemmTuning::parse(one(fp8_key(64, 4096, 4096), choice(5))));
 }
 
 TEST(GemmTuning, RandomBytesNeverParse) {

@@ -17,6 +17,8 @@
 #include "harness.h"
 #include "helios/dtype.h"
 #include "model/checkpoint.h"
+#include "model/fp8_matrix.h"
+#include "model/prepared_weights.h"
 #include "model/spec.h"
 
 namespace flare::model::testing {
@@ -269,6 +271,69 @@ TEST_F(Fp8Checkpoint, CompressedTensorsLayouts) {
     }
   });
   expect_load_error(root_ / "fp8", "`model.layers.1.mlp.down_proj.weight_scale` has shape");
+}
+
+// The prepared layout keeps each projection FP8 with its scales stacked into one block layout (a
+// block per row where the fused parts had one scale each), and those FP8 values and scales stand
+// for exactly the BF16 matrices a BF16 checkpoint of the same values prepares.
+TEST_F(Fp8Checkpoint, PreparedWeightsKeepFp8WithStackedScales) {
+  using Scales = WeightQuantization::Scales;
+  struct Case {
+    Layout layout;
+    std::map<std::string, std::pair<std::int32_t, std::int32_t>> blocks;  // matrix -> (block rows, cols)
+  };
+  const std::vector<Case> cases = {
+      {Layout{}, {{"qkv", {32, 48}}, {"o", {32, 48}}, {"gate_up", {32, 48}}, {"down", {32, 48}}}},
+      // Tensor scales: q, k and v differ in rows (a block per row); gate and up share theirs.
+      {Layout{.scales = Scales::tensor}, {{"qkv", {1, 128}}, {"o", {128, 256}}, {"gate_up", {192, 128}}, {"down", {128, 192}}}},
+      {Layout{.method = "compressed-tensors", .scales = Scales::channel},
+       {{"qkv", {1, 128}}, {"o", {1, 256}}, {"gate_up", {1, 128}}, {"down", {1, 192}}}},
+  };
+  const auto prepared = [](const fs::path& dir) {
+    std::map<std::string, PreparedTensor> tensors;
+    prepare_weights(model_spec_load(dir), dir, [&](PreparedGroup&& group) {
+      for (PreparedTensor& t : group.tensors) tensors.emplace(t.name, std::move(t));
+    });
+    return tensors;
+  };
+  for (const Case& c : cases) {
+    write_pair(c.layout);
+    const auto fp8 = prepared(root_ / "fp8"), bf16 = prepared(root_ / "bf16");
+    for (int layer = 0; layer < 2; ++layer) {
+      for (const auto& [matrix, block] : c.blocks) {
+        const std::string name = "layers." + std::to_string(layer) + "." + matrix;
+        SCOPED_TRACE(name + " (" + c.layout.method + ")");
+        const PreparedTensor& values = fp8.at(name);
+        const PreparedTensor& scales = fp8.at(name + ".scales");
+        const PreparedTensor& scale_block = fp8.at(name + ".scale_block");
+        ASSERT_EQ(values.dtype, helios::DType::f8_e4m3);
+        ASSERT_EQ(scale_block.dtype, helios::DType::i32);
+        std::int32_t got[2];
+        std::memcpy(got, scale_block.bytes.data(), sizeof got);
+        EXPECT_EQ(got[0], block.first);
+        EXPECT_EQ(got[1], block.second);
+        const std::int64_t rows = values.shape[0], cols = values.shape[1];
+        EXPECT_EQ(scales.shape, (std::vector<std::int64_t>{(rows + got[0] - 1) / got[0], (cols + got[1] - 1) / got[1]}));
+        const std::vector<std::uint16_t> dequantized = fp8_dequantize_bf16(
+            reinterpret_cast<const std::uint8_t*>(values.bytes.data()), reinterpret_cast<const float*>(scales.bytes.data()),
+            rows, cols, got[0], got[1]);
+        EXPECT_EQ(bytes_of(dequantized), bf16.at(name).bytes);
+      }
+    }
+  }
+}
+
+// Parts whose blocks would straddle two of them (q rows not a multiple of the block rows) stay BF16.
+TEST_F(Fp8Checkpoint, UnstackableScalesPrepareBf16) {
+  write_pair({.block_rows = 96, .block_cols = 48});  // q 256 rows, k and v 128: not multiples of 96
+  std::map<std::string, helios::DType> dtypes;
+  prepare_weights(model_spec_load(root_ / "fp8"), root_ / "fp8", [&](PreparedGroup&& group) {
+    for (const PreparedTensor& t : group.tensors) dtypes[t.name] = t.dtype;
+  });
+  EXPECT_EQ(dtypes.at("layers.0.qkv"), helios::DType::bf16);
+  EXPECT_FALSE(dtypes.contains("layers.0.qkv.scales"));
+  EXPECT_EQ(dtypes.at("layers.0.o"), helios::DType::f8_e4m3);  // one part: its own blocks
+  expect_same_model();
 }
 
 TEST_F(Fp8Checkpoint, BadFp8CheckpointsNameTheTensor) {
