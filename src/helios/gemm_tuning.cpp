@@ -109,8 +109,9 @@ void check_kind(std::uint32_t i, const GemmShapeKey& key, std::uint8_t kind, Gem
   for (const std::uint64_t word : choice.algo) {
     if (word != 0) fail_input("GEMM tuning entry {} is a skinny choice with algorithm bytes", i);
   }
-  const std::int64_t max_m = fp8 ? k_fp8_skinny_max_m : k_skinny_gemm_max_m;
-  const std::int64_t k_multiple = fp8 ? k_fp8_skinny_k_multiple : k_skinny_gemm_k_multiple;
+  const bool mma = fp8 && choice.variant >= k_fp8_mma_first_variant;
+  const std::int64_t max_m = mma ? k_fp8_mma_max_m : fp8 ? k_fp8_skinny_max_m : k_skinny_gemm_max_m;
+  const std::int64_t k_multiple = mma ? k_fp8_mma_k_multiple : fp8 ? k_fp8_skinny_k_multiple : k_skinny_gemm_k_multiple;
   if (key.m_bucket > max_m || key.k % k_multiple != 0 || (fp8 && key.out != DType::bf16)) {
     fail_input("GEMM tuning entry {} is a skinny choice for m {} k {}, which it cannot run", i, key.m_bucket, key.k);
   }

@@ -65,7 +65,8 @@ struct GemmShapeKey {
 enum class GemmKind : std::uint8_t {
   cublaslt = 0,  // cublasLtMatmul with GemmChoice::algo
   skinny = 1,    // flare_skinny_gemm variant GemmChoice::variant (bf16 weights, m <= 16, k % 8 == 0)
-  skinny_fp8 = 2,  // flare_fp8_skinny variant GemmChoice::variant (f8_e4m3 weights, m <= 8, k % 16 == 0)
+  skinny_fp8 = 2,  // kernels/fp8_linear.cu variant GemmChoice::variant (f8_e4m3 weights): 0-3 the
+                   // CUDA-core kernel (m <= 8, k % 16 == 0), 4-7 the tensor-core one (m <= 16, k % 128 == 0)
 };
 
 // The skinny kernels' limits and variant counts (kernels/skinny_gemm.cu, kernels/fp8_linear.cu,
@@ -75,7 +76,10 @@ inline constexpr std::int64_t k_skinny_gemm_k_multiple = 8;
 inline constexpr std::uint8_t k_skinny_gemm_n_variants = 4;
 inline constexpr std::int64_t k_fp8_skinny_max_m = 8;
 inline constexpr std::int64_t k_fp8_skinny_k_multiple = 16;
-inline constexpr std::uint8_t k_fp8_skinny_n_variants = 4;
+inline constexpr std::uint8_t k_fp8_skinny_n_variants = 8;
+inline constexpr std::uint8_t k_fp8_mma_first_variant = 4;  // variants from here on: tensor cores
+inline constexpr std::int64_t k_fp8_mma_max_m = 16;
+inline constexpr std::int64_t k_fp8_mma_k_multiple = 128;
 
 struct GemmChoice {
   GemmKind kind = GemmKind::cublaslt;

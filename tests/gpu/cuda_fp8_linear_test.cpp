@@ -1,7 +1,9 @@
 // GEMMs on FP8 E4M3 weights (kernels/fp8_linear.cu, cuda/gemm_runner.h) through
 // CudaBackend::linear_fp8, against references computed on the host in double precision from the
 // same E4M3 bytes and scales:
-// - every FP8 skinny variant (frozen tables naming it) for m 1..8, BF16 activations as they are;
+// - every FP8 skinny variant (frozen tables naming it): the CUDA-core ones for m 1..8 on BF16
+//   activations as they are, the tensor-core ones for m 1..16 on activations quantized as for
+//   cuBLASLt;
 // - cuBLASLt's FP8 GEMM (a frozen table without the shape: the heuristic's first algorithm) for m
 //   16 to 300, with the activations quantized exactly as the kernel does (per 128 elements of a
 //   row, or per row), so the only differences are summation order, the FP8 tensor cores'
@@ -294,12 +296,16 @@ TEST_F(CudaFp8Linear, EverySkinnyVariantMatchesTheReference) {
       std::vector<float> bias(static_cast<std::size_t>(n));
       for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
       const Matrix gb = device_f32(*gpu_, bias, 1, n);
-      for (const std::int64_t m : {1, 2, 3, 5, 8}) {
+      for (const std::int64_t m : {1, 2, 3, 5, 8, 13, 16}) {
         const std::vector<std::uint16_t> x = activations(m, k);
         const Matrix gx = device_bf16(*gpu_, x, m, k, k + 24);
         for (const bool with_bias : {false, true}) {
-          const std::vector<double> ref = reference(widened(x), w, m, with_bias ? &bias : nullptr);
+          const std::vector<double> unquantized = reference(widened(x), w, m, with_bias ? &bias : nullptr);
+          const std::vector<double> quantized_ref = reference(quantized(x, m, k, blocks), w, m, with_bias ? &bias : nullptr);
           for (std::uint8_t v = 0; v < k_fp8_skinny_n_variants; ++v) {
+            const bool mma = v >= k_fp8_mma_first_variant;
+            if (m > (mma ? k_fp8_mma_max_m : k_fp8_skinny_max_m)) continue;
+            const std::vector<double>& ref = mma ? quantized_ref : unquantized;
             GemmTuning table;
             table.insert(key(m, w, with_bias),
                          {.kind = GemmKind::skinny_fp8, .variant = v, .algo = {}, .time_us = 1.0f, .n_candidates = 1});

@@ -102,7 +102,8 @@ void CudaBackend::reserve_fp8_linear(std::int64_t max_cols) {
         [this](const std::string& entry, int tile) {
           return function(k_fp8_linear_source, entry, fp8_tile_defines(tile));
         },
-        skinny_programmatic_launch(device())));
+        skinny_programmatic_launch(device()),
+        device().compute_major * 10 + device().compute_minor >= 89));
   }
   reserve_fp8_scratch(std::max(step_capacity_tokens_, std::int64_t(1)));
 }
@@ -131,9 +132,9 @@ void CudaBackend::linear_fp8(const Tensor& x, const Tensor& weight, const Weight
     if (bias->rows * bias->cols != weight.rows) fail(ExitCode::failure, "internal: FP8 linear bias width {}", bias->cols);
   }
   if (x.rows == 0) return;
-  if (*scaling == Fp8Scaling::blocks_128 && x.rows > k_fp8_skinny_max_m && x.rows % 4 != 0) {
+  if (*scaling == Fp8Scaling::blocks_128 && x.rows > k_fp8_mma_max_m && x.rows % 4 != 0) {
     // cuBLASLt's 1 x 128 activation scales take m % 4 == 0 only (H200, cuBLASLt 13.1): the rows
-    // past the last multiple of 4 (at most 3) go to the skinny kernel, one more pass over the
+    // past the last multiple of 4 (at most 3) go to the skinny kernels, one more pass over the
     // weight. Decode steps run padded to power-of-two buckets, so this costs only prefill chunks.
     const std::int64_t head = x.rows / 4 * 4;
     linear_fp8(x.slice_rows(0, head), weight, scales, bias, out.slice_rows(0, head));

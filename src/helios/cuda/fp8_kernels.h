@@ -1,5 +1,6 @@
 // The host side of kernels/fp8_linear.cu: the skinny FP8-weight GEMM (m <= 8, BF16 activations,
-// weights widened in registers) and the activation quantization that cuBLASLt's FP8 GEMM needs,
+// weights widened in registers), the tensor-core decode GEMM (m <= 16, FP8 activations) and the
+// activation quantization that it and cuBLASLt's FP8 GEMM need,
 // for the two weight scale layouts the CUDA backend keeps as FP8 (Fp8Scaling). Every entry point is
 // loaded at construction, so nothing loads on first use inside a graph capture; each enqueue is one
 // kernel launch (no host synchronization, no allocation), so it can be captured.
@@ -36,14 +37,26 @@ class Fp8Kernels {
   // (compiled with FP8_SKINNY_M=m_tile).
   using Loader = std::function<CUfunction(const std::string& entry, int m_tile)>;
   static constexpr std::array<int, 4> k_tiles = {1, 2, 4, 8};
-  Fp8Kernels(const Loader& load, bool overlap_previous);
+  // tensor_cores: the device has FP8 mma.sync (sm_89+); without, the tensor-core kernel is never
+  // offered.
+  Fp8Kernels(const Loader& load, bool overlap_previous, bool tensor_cores);
 
-  // Whether the skinny kernel takes the problem: FP8 weights, 1 <= m <= 8, k % 16 == 0, x and w
+  // Skinny variants: 0..3 the CUDA-core kernel, k_fp8_mma_first_variant.. the tensor-core one.
+  static bool is_mma_variant(int variant) { return variant >= k_fp8_mma_first_variant; }
+  // Whether the tensor-core kernel takes the problem: FP8 weights, 1 <= m <= 16, k % 128 == 0, w
+  // (base and row stride) 16-byte aligned, BF16 output (x as for quantization: 16-byte aligned).
+  bool mma_supports(const GemmOperands& op) const;
+  // Enqueues tensor-core variant `variant` (k_fp8_mma_first_variant..) on the activations
+  // enqueue_quantize left in `scratch`; false when the launch fails.
+  bool enqueue_mma(const GemmOperands& op, int variant, CUdeviceptr scratch, const Stream& stream) const;
+
+  // Whether the CUDA-core kernel takes the problem: FP8 weights, 1 <= m <= 8, k % 16 == 0, x and w
   // (base and row stride) 16-byte aligned, n and k within int, BF16 output.
   static bool skinny_supports(const GemmOperands& op);
   // "flare_fp8_linear_skinny_m<tile>_v<variant>_<blocks|rows>"
   static std::string skinny_entry(int m_tile, int variant, Fp8Scaling scaling);
-  // Enqueues variant `variant` of a supported problem (bias included); false when the launch fails.
+  // Enqueues CUDA-core variant `variant` (0..3) of a supported problem (bias included); false when
+  // the launch fails.
   bool enqueue_skinny(const GemmOperands& op, int variant, const Stream& stream) const;
 
   // The activation scratch an [m, k] problem needs: e4m3 values [m, k], then f32 scales (blocks_128:
@@ -61,7 +74,10 @@ class Fp8Kernels {
  private:
   static constexpr int k_n_tiles = int(k_tiles.size());
   // [tile index][variant][scaling]
-  std::array<std::array<std::array<CUfunction, 2>, k_fp8_skinny_n_variants>, k_n_tiles> skinny_{};
+  std::array<std::array<std::array<CUfunction, 2>, k_fp8_mma_first_variant>, k_n_tiles> skinny_{};
+  // [n-tiles - 1][variant - k_fp8_mma_first_variant][scaling]
+  std::array<std::array<std::array<CUfunction, 2>, k_fp8_skinny_n_variants - k_fp8_mma_first_variant>, 2> mma_{};
+  bool tensor_cores_ = false;
   CUfunction quantize_blocks_ = nullptr, quantize_rows_ = nullptr;
   bool overlap_previous_ = false;
 };

@@ -231,7 +231,8 @@ bool GemmRunner::adopt(Plan& plan, const GemmOperands& op, const GemmChoice& cho
   if (choice.kind == GemmKind::skinny) {
     if (is_fp8(op) || !skinny_ || !SkinnyGemm::supports(op) || choice.variant >= k_skinny_gemm_n_variants) return false;
   } else if (choice.kind == GemmKind::skinny_fp8) {
-    if (!fp8_ || !Fp8Kernels::skinny_supports(op) || choice.variant >= k_fp8_skinny_n_variants) return false;
+    if (!fp8_ || choice.variant >= k_fp8_skinny_n_variants) return false;
+    if (Fp8Kernels::is_mma_variant(choice.variant) ? !fp8_mma_takes(op) : !Fp8Kernels::skinny_supports(op)) return false;
   } else if ((is_fp8(op) && !fp8_cublaslt_takes(op)) || !algo_fits(lt_, plan, algo_of(choice.algo))) {
     return false;
   }
@@ -245,6 +246,15 @@ bool GemmRunner::fp8_cublaslt_takes(const GemmOperands& op) const {
          op.x % 16 == 0 && (op.x_stride * 2) % 16 == 0;
 }
 
+bool GemmRunner::fp8_mma_takes(const GemmOperands& op) const {
+  return fp8_ && fp8_->mma_supports(op) && fp8_scratch_ && op.m <= fp8_scratch_m_ && op.k <= fp8_scratch_k_;
+}
+
+bool GemmRunner::enqueue_fp8_mma(const GemmOperands& op, int variant) {
+  const CUdeviceptr scratch = fp8_scratch_->address();
+  return fp8_->enqueue_quantize(op, scratch, stream_) && fp8_->enqueue_mma(op, variant, scratch, stream_);
+}
+
 cublasStatus_t GemmRunner::enqueue_cublaslt(Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmOperands& op) {
   if (!is_fp8(op)) return enqueue(lt_, plan, algo, op, op.x, workspace_, stream_);
   const CUdeviceptr scratch = fp8_scratch_->address();
@@ -255,7 +265,10 @@ cublasStatus_t GemmRunner::enqueue_cublaslt(Plan& plan, const cublasLtMatmulAlgo
 
 bool GemmRunner::enqueue_choice(Plan& plan, const GemmChoice& choice, const GemmOperands& op) {
   if (choice.kind == GemmKind::skinny) return skinny_->enqueue(op, choice.variant, stream_);
-  if (choice.kind == GemmKind::skinny_fp8) return fp8_->enqueue_skinny(op, choice.variant, stream_);
+  if (choice.kind == GemmKind::skinny_fp8) {
+    if (Fp8Kernels::is_mma_variant(choice.variant)) return enqueue_fp8_mma(op, choice.variant);
+    return fp8_->enqueue_skinny(op, choice.variant, stream_);
+  }
   return enqueue_cublaslt(plan, algo_of(choice.algo), op) == CUBLAS_STATUS_SUCCESS;
 }
 
@@ -313,7 +326,10 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
     for (std::uint8_t v = 0; v < k_skinny_gemm_n_variants; ++v) choices.push_back({.kind = GemmKind::skinny, .variant = v});
   }
   if (fp8_ && Fp8Kernels::skinny_supports(op)) {
-    for (std::uint8_t v = 0; v < k_fp8_skinny_n_variants; ++v) {
+    for (std::uint8_t v = 0; v < k_fp8_mma_first_variant; ++v) choices.push_back({.kind = GemmKind::skinny_fp8, .variant = v});
+  }
+  if (fp8_mma_takes(op)) {
+    for (std::uint8_t v = k_fp8_mma_first_variant; v < k_fp8_skinny_n_variants; ++v) {
       choices.push_back({.kind = GemmKind::skinny_fp8, .variant = v});
     }
   }

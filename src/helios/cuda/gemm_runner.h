@@ -6,9 +6,10 @@
 // FP8 E4M3 weights with f32 scales (Fp8Scaling, fp8_kernels.h) run on cuBLASLt's FP8 GEMM with
 // block scaling (sm_90: weights BLK128x128_32F or OUTER_VEC_32F, activations quantized first by a
 // small kernel into the runner's scratch, per 128 elements of a row (VEC128_32F) or per row
-// (OUTER_VEC_32F)), or for m <= 8 on the FP8 skinny kernel, which reads BF16 activations as they
-// are. The race times the quantization together with cuBLASLt's GEMM, so both compete on what a
-// step pays.
+// (OUTER_VEC_32F)), on the FP8 skinny kernel for m <= 8, which reads BF16 activations as they
+// are, or on the tensor-core decode kernel for m <= 16, which reads the quantized activations
+// (fp8_kernels.h). The race times the quantization together with the GEMMs that need it, so all
+// compete on what a step pays.
 //
 // Row-major operands become column-major without copies: a row-major [r, c] matrix with stride s is
 // a column-major [c, r] matrix with leading dimension s, so cuBLASLt computes out^T[n, m] =
@@ -118,6 +119,10 @@ class GemmRunner {
   cublasStatus_t enqueue_cublaslt(Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmOperands& op);
   // FP8 problems cuBLASLt can take: k % 16 == 0, BF16 output, 16-byte aligned x, scratch reserved.
   bool fp8_cublaslt_takes(const GemmOperands& op) const;
+  // FP8 problems the tensor-core decode kernel can take (its activations need the scratch too).
+  bool fp8_mma_takes(const GemmOperands& op) const;
+  // The activation quantization, then the tensor-core kernel's variant `variant`.
+  bool enqueue_fp8_mma(const GemmOperands& op, int variant);
   bool capturing() const;
 
   const CublasLt& lt_;

@@ -321,16 +321,197 @@ __device__ __forceinline__ void flare_fp8_skinny(const __nv_bfloat16* __restrict
   FLARE_FP8_SKINNY_VARIANTS(M, blocks, true) \
   FLARE_FP8_SKINNY_VARIANTS(M, rows, false)
 
+// ---------------------------------------------------------------------------------------------
+// The tensor-core decode kernel: the same GEMM for m <= 8 NT on FP8 activations (quantized first,
+// as for cuBLASLt), with mma.sync m16n8k32 e4m3 (sm_89+). Weights are loaded from global memory
+// straight into the registers the mma reads, several k steps ahead, with no shared memory: a dot
+// product does not care in which order it visits k, so thread (g = lane / 4, t = lane % 4) loads 16
+// contiguous bytes of weight rows g and g + 8 at k 16t of a 64-element step, and reads activation
+// bytes of token g at the same offsets. Of those 16 bytes, the first 8 feed the step's first mma
+// (its k 4t..4t+3 and 16+4t..16+4t+3) and the last 8 its second. Weights stream at a few
+// instructions per 1 KB, where the CUDA-core kernel above spends three per weight.
+//
+// Work split as the skinny kernel: a block of 4 warps owns (4 / KW) tiles of 16 rows; the KW warps
+// of a tile split its k in units of 128 (warp j takes units j, j + KW, ...); sums go through shared
+// memory in a fixed order. Block scales: each 128-element block accumulates apart, then adds in times its
+// weight and activation scales (F32 accumulation across blocks, as cuBLASLt's block scaling does);
+// row scales apply once at the end.
+//
+// Requires k % 128 == 0 and 16-byte aligned w rows; xq [m, k] e4m3 contiguous and xs as the
+// quantization kernels write them (scale_ld for blocks). Quantizing inside this kernel instead (the
+// 4 lanes of a group hold a token's 128-element block over a unit's two steps) was slower on the
+// H200: every row tile re-quantizes the same activations (batch 4 step 3.96 against 3.75 ms).
+
+__device__ __forceinline__ void flare_fp8_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                              unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 890
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // the host never picks this kernel below sm_89
+#endif
+}
+
+template <int NT, int KW, int U, bool BLOCKS>
+__device__ __forceinline__ void flare_fp8_mma_gemm(const unsigned char* __restrict__ xq,
+                                                   const float* __restrict__ xs, int xs_ld,
+                                                   const unsigned char* __restrict__ w, long long w_stride,
+                                                   FlareFp8Scales s, const float* __restrict__ bias,
+                                                   __nv_bfloat16* __restrict__ out, long long out_stride, int m, int n,
+                                                   int k) {
+  constexpr int tiles = k_fp8_skinny_warps / KW;
+  __shared__ float partial[k_fp8_skinny_warps][NT][32][4];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int tile = warp / KW, part = warp % KW;
+  const long long row0 = ((long long)blockIdx.x * tiles + tile) * 16;
+  const long long r_lo = row0 + g < n ? row0 + g : (long long)n - 1;
+  const long long r_hi = row0 + g + 8 < n ? row0 + g + 8 : (long long)n - 1;
+  const unsigned char* w_lo = w + r_lo * w_stride + 16 * t;
+  const unsigned char* w_hi = w + r_hi * w_stride + 16 * t;
+  const float* w_scales = s.scales + (r_lo >> 7) * s.scale_cols;  // blocks: rows g and g + 8 share a row block
+  const unsigned char* x_rows[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int token = 8 * j + g;
+    x_rows[j] = xq + (long long)(token < m ? token : m - 1) * k + 16 * t;
+  }
+  // Units of 128 elements (two 64-element steps, one scale block); warp `part` of a tile takes
+  // units part, part + KW, ...
+  const int units = k / 128;
+
+  float acc[NT][4], blk[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = blk[j][e] = 0.0f;
+  }
+
+  uint4 a[U][4];  // per unit in flight: rows g and g + 8 of its first step, then of its second
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long unit = part + u * KW;
+    if (unit < units) {
+      a[u][0] = flare_fp8_load_w(w_lo + unit * 128);
+      a[u][1] = flare_fp8_load_w(w_hi + unit * 128);
+      a[u][2] = flare_fp8_load_w(w_lo + unit * 128 + 64);
+      a[u][3] = flare_fp8_load_w(w_hi + unit * 128 + 64);
+    }
+  }
+  flare_pdl_wait();
+  for (int unit0 = part; unit0 < units; unit0 += KW * U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int unit = unit0 + u * KW;
+      if (unit < units) {
+        const uint4 v[4] = {a[u][0], a[u][1], a[u][2], a[u][3]};
+        const long long next = unit + U * KW;
+        if (next < units) {
+          a[u][0] = flare_fp8_load_w(w_lo + next * 128);
+          a[u][1] = flare_fp8_load_w(w_hi + next * 128);
+          a[u][2] = flare_fp8_load_w(w_lo + next * 128 + 64);
+          a[u][3] = flare_fp8_load_w(w_hi + next * 128 + 64);
+        }
+        uint4 b[NT][2];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            b[j][half] = __ldg(reinterpret_cast<const uint4*>(x_rows[j] + (long long)unit * 128 + half * 64));
+          }
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint4 lo = v[2 * half], hi = v[2 * half + 1];
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            float (&c)[4] = BLOCKS ? blk[j] : acc[j];
+            flare_fp8_mma(c, lo.x, hi.x, lo.y, hi.y, b[j][half].x, b[j][half].y);
+            flare_fp8_mma(c, lo.z, hi.z, lo.w, hi.w, b[j][half].z, b[j][half].w);
+          }
+        }
+        if (BLOCKS) {
+          const float ws = __ldg(w_scales + unit);
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const int tok = 8 * j + 2 * t;  // the C fragment's tokens: tok, tok + 1
+            const float x0 = __ldg(xs + (long long)unit * xs_ld + (tok < m ? tok : m - 1));
+            const float x1 = __ldg(xs + (long long)unit * xs_ld + (tok + 1 < m ? tok + 1 : m - 1));
+            acc[j][0] = fmaf(blk[j][0], ws * x0, acc[j][0]);
+            acc[j][1] = fmaf(blk[j][1], ws * x1, acc[j][1]);
+            acc[j][2] = fmaf(blk[j][2], ws * x0, acc[j][2]);
+            acc[j][3] = fmaf(blk[j][3], ws * x1, acc[j][3]);
+            blk[j][0] = blk[j][1] = blk[j][2] = blk[j][3] = 0.0f;
+          }
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partial[warp][j][lane][e] = acc[j][e];
+  }
+  __syncthreads();
+  // Thread i of the block finishes value (tile, j, lane, e) = i, i + 128, ...
+  for (int i = threadIdx.x; i < tiles * NT * 32 * 4; i += k_fp8_skinny_threads) {
+    const int e = i % 4, l = (i / 4) % 32, j = (i / 128) % NT, tl = i / (128 * NT);
+    const long long row = ((long long)blockIdx.x * tiles + tl) * 16 + l / 4 + (e >= 2 ? 8 : 0);
+    const int token = 8 * j + 2 * (l % 4) + (e & 1);
+    if (row >= n || token >= m) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int p = 0; p < KW; ++p) sum += partial[tl * KW + p][j][l][e];
+    if (!BLOCKS) sum *= s.scales[row] * xs[token];
+    if (bias) sum += bias[row];
+    out[(long long)token * out_stride + row] = __float2bfloat16(sum);
+  }
+}
+
+// Entry points flare_fp8_linear_mma_m<NT>_v<V>_<blocks|rows> (NT n-tiles of 8 tokens): V (KW, U),
+// rows per block (4 / KW) x 16: v0 (4, 2) 16 rows   v1 (2, 2) 32 rows   v2 (1, 2) 64 rows
+// v3 (4, 1) 16 rows.
+// grid (ceil(n / rows per block)), block 128.
+#define FLARE_FP8_MMA_ENTRY(NT, V, KW, U, MODE, BLOCKS)                                                            \
+  extern "C" __global__ void __launch_bounds__(k_fp8_skinny_threads) flare_fp8_linear_mma_m##NT##_v##V##_##MODE(   \
+      const unsigned char* xq, const float* xs, int xs_ld, const unsigned char* w, long long w_stride,            \
+      const float* scales, int scale_cols, const float* bias, __nv_bfloat16* out, long long out_stride, int m,     \
+      int n, int k) {                                                                                              \
+    flare_pdl_trigger();                                                                                           \
+    flare_fp8_mma_gemm<NT, KW, U, BLOCKS>(xq, xs, xs_ld, w, w_stride, FlareFp8Scales{scales, scale_cols, 7, 7},    \
+                                          bias, out, out_stride, m, n, k);                                        \
+  }
+
+#define FLARE_FP8_MMA_VARIANTS(NT, MODE, BLOCKS)      \
+  FLARE_FP8_MMA_ENTRY(NT, 0, 4, 2, MODE, BLOCKS) \
+  FLARE_FP8_MMA_ENTRY(NT, 1, 2, 2, MODE, BLOCKS) \
+  FLARE_FP8_MMA_ENTRY(NT, 2, 1, 2, MODE, BLOCKS) \
+  FLARE_FP8_MMA_ENTRY(NT, 3, 4, 1, MODE, BLOCKS)
+
 // Defines: FP8_SKINNY_M (optional): only that tile's skinny entry points (the host compiles one
 // module per tile, in parallel; the quantization kernels are in every module).
+// The tensor-core entries go with tiles 1 (NT 1: m <= 8) and 2 (NT 2: m <= 16).
+#define FLARE_FP8_MMA_TILE(NT)              \
+  FLARE_FP8_MMA_VARIANTS(NT, blocks, true) \
+  FLARE_FP8_MMA_VARIANTS(NT, rows, false)
+
 #ifdef FP8_SKINNY_M
 #if FP8_SKINNY_M != 1 && FP8_SKINNY_M != 2 && FP8_SKINNY_M != 4 && FP8_SKINNY_M != 8
 #error "fp8_linear: FP8_SKINNY_M must be 1, 2, 4 or 8"
 #endif
 FLARE_FP8_SKINNY_TILE(FP8_SKINNY_M)
+#if FP8_SKINNY_M <= 2
+FLARE_FP8_MMA_TILE(FP8_SKINNY_M)
+#endif
 #else
 FLARE_FP8_SKINNY_TILE(1)
 FLARE_FP8_SKINNY_TILE(2)
 FLARE_FP8_SKINNY_TILE(4)
 FLARE_FP8_SKINNY_TILE(8)
+FLARE_FP8_MMA_TILE(1)
+FLARE_FP8_MMA_TILE(2)
 #endif

@@ -225,7 +225,8 @@ TEST(GemmTuning, RejectsSkinnyChoicesItCannotReplay) {
   EXPECT_NO_THROW(GemmTuning::parse(one(key(17, 4096, 4100), choice(3)))) << "cuBLASLt takes any shape";
 }
 
-// The FP8 skinny kernel: FP8 weights only, m bucket <= 8, k a multiple of 16, BF16 output.
+// The FP8 skinny kernels: FP8 weights only, BF16 output; the CUDA-core variants m bucket <= 8 and k
+// a multiple of 16, the tensor-core ones m bucket <= 16 and k a multiple of 128.
 TEST(GemmTuning, RejectsFp8SkinnyChoicesItCannotReplay) {
   const auto one = [](const GemmShapeKey& k, const GemmChoice& c) {
     GemmTuning t;
@@ -253,6 +254,14 @@ TEST(GemmTuning, RejectsFp8SkinnyChoicesItCannotReplay) {
   EXPECT_NE(parse_error(one(key(1, 4096, 4096), skinny_fp8(0))).find("other weights"), std::string::npos);
   EXPECT_NE(parse_error(one(fp8_key(1, 4096, 4096), skinny(0))).find("other weights"), std::string::npos);
   EXPECT_NO_THROW(GemmTuning::parse(one(fp8_key(64, 4096, 4096), choice(5))));
+  EXPECT_NO_THROW(GemmTuning::parse(one(fp8_key(16, 4096, 4096), skinny_fp8(k_fp8_mma_first_variant))));
+  EXPECT_NE(parse_error(one(fp8_key(16, 4096, 4096), skinny_fp8(k_fp8_mma_first_variant - 1))).find("cannot run"),
+            std::string::npos) << "the CUDA-core kernel stops at 8";
+  EXPECT_NE(parse_error(one(fp8_key(17, 4096, 4096), skinny_fp8(k_fp8_mma_first_variant))).find("cannot run"),
+            std::string::npos) << "m bucket 32";
+  EXPECT_NE(parse_error(one(fp8_key(1, 4096, 4112), skinny_fp8(k_fp8_mma_first_variant))).find("cannot run"),
+            std::string::npos) << "k % 128 != 0";
+  EXPECT_NO_THROW(GemmTuning::parse(one(fp8_key(1, 4096, 4112), skinny_fp8(0)))) << "the CUDA-core kernel takes it";
 }
 
 TEST(GemmTuning, RandomBytesNeverParse) {
