@@ -4,17 +4,8 @@
 # completion and a chat answer, and proof that loading and serving compiled and tuned nothing
 # (the package carries the kernels and the GEMM table). A second export reuses the kernel cache.
 set -euo pipefail
-BIN=${FLARE_BIN:-build}
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu_export_run.sh: no NVIDIA GPU visible; skipped"
-  exit 77
-fi
-export HOME=$(mktemp -d)
-server=
-trap 'if [[ -n "$server" ]]; then kill -TERM "$server" 2>/dev/null || true; fi; rm -rf "$HOME"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-elapsed() { python3 -c "import sys,time; print(f'{time.time()-float(sys.argv[1]):.2f}')" "$1"; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+source "$(dirname "$0")/lib/gpu_serve.bash"
+gpu_e2e_init gpu_export_run.sh
 
 start=$(date +%s.%N)
 "$BIN/ignition" export demo --gpus 0 >"$HOME/entry" 2>"$HOME/export.log" || { cat "$HOME/export.log"; fail "export"; }
@@ -29,21 +20,7 @@ echo "export took $(elapsed "$start") s; entry $entry"
 grep -qE "Compile forwards.*[ (]0 compiled" "$HOME/export2.log" || { cat "$HOME/export2.log"; fail "the second export compiled kernels again"; }
 grep -qE "Tune kernels.* 0 GEMM shapes timed" "$HOME/export2.log" || { cat "$HOME/export2.log"; fail "the second export tuned again"; }
 
-fingerprint=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["keys"][0]["fingerprint"])' \
-  "$HOME/.config/flare/development-publisher.json")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-start=$(date +%s.%N)
-"$BIN/flare" run "$entry" --port "$port" --kv-cache-limit concurrency \
-  --dangerously-approve-key "$fingerprint" --dangerously-accept-publisher local-development 2>"$HOME/run.log" &
-server=$!
-for _ in $(seq 1 240); do
-  if curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
-  kill -0 $server 2>/dev/null || { cat "$HOME/run.log"; fail "the server exited"; }
-  sleep 0.25
-done
-ready=$(elapsed "$start")
-cat "$HOME/run.log"
-grep -qE "Load kernels.* [1-9][0-9]* kernel modules .* 0 compiled, 0 tuned" "$HOME/run.log" || fail "loading compiled or tuned"
+serve_package "$entry"
 
 first=$(date +%s.%N)
 curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
@@ -57,8 +34,5 @@ curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: applicat
   >"$HOME/chat.json" || fail "chat request"
 json 'd["choices"][0]["message"]["content"]' <"$HOME/chat.json"
 
-kill -INT $server
-wait $server || fail "the server did not stop cleanly"
-server=
-grep -q "While serving: 0 kernels compiled, 0 GEMM shapes tuned" "$HOME/run.log" || { cat "$HOME/run.log"; fail "serving compiled or tuned"; }
+stop_server
 echo "gpu_export_run.sh: ok"

@@ -8,16 +8,8 @@
 #   FLARE_FP8_CHECKPOINT=DIR  the FP8 checkpoint (scripts/gpu-carry writes build-gpu-carry/fp8-qwen3);
 #                             without it the script writes one with node, where node exists.
 set -euo pipefail
-BIN=${FLARE_BIN:-build}
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu_fp8_export_run.sh: no NVIDIA GPU visible; skipped"
-  exit 77
-fi
-export HOME=$(mktemp -d)
-server=
-trap 'if [[ -n "$server" ]]; then kill -TERM "$server" 2>/dev/null || true; fi; rm -rf "$HOME"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+source "$(dirname "$0")/lib/gpu_serve.bash"
+gpu_e2e_init gpu_fp8_export_run.sh
 
 checkpoint=${FLARE_FP8_CHECKPOINT:-build-gpu-carry/fp8-qwen3}
 if [[ ! -f $checkpoint/config.json ]]; then
@@ -38,19 +30,7 @@ grep -q '"F8_E4M3"' "$HOME/inspect.json" || fail "the GPU package holds no F8_E4
 grep -q '"layers.0.qkv.scales"' "$HOME/inspect.json" || fail "the GPU package has no qkv scales"
 grep -q 'fp8_linear' "$HOME/inspect.json" || fail "the GPU package carries no FP8 GEMM kernels"
 
-fingerprint=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["keys"][0]["fingerprint"])' \
-  "$HOME/.config/flare/development-publisher.json")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BIN/flare" run "$entry" --port "$port" --kv-cache-limit concurrency \
-  --dangerously-approve-key "$fingerprint" --dangerously-accept-publisher local-development 2>"$HOME/run.log" &
-server=$!
-for _ in $(seq 1 240); do
-  if curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
-  kill -0 $server 2>/dev/null || { cat "$HOME/run.log"; fail "the server exited"; }
-  sleep 0.25
-done
-cat "$HOME/run.log"
-grep -qE "Load kernels.* [1-9][0-9]* kernel modules .* 0 compiled, 0 tuned" "$HOME/run.log" || fail "loading compiled or tuned"
+serve_package "$entry"
 
 model=$(curl -sf "http://127.0.0.1:$port/v1/models" | json 'd["data"][0]["id"]') || fail "models request"
 complete() {
@@ -68,8 +48,5 @@ again=$(complete "5, 17, 42, 99, 3, 250, 7") || fail "second completion request"
   fail "the same greedy request answered differently"
 echo "$batch" | json '[c["text"] for c in d["choices"]]'
 
-kill -INT $server
-wait $server || fail "the server did not stop cleanly"
-server=
-grep -q "While serving: 0 kernels compiled, 0 GEMM shapes tuned" "$HOME/run.log" || { cat "$HOME/run.log"; fail "serving compiled or tuned"; }
+stop_server
 echo "gpu_fp8_export_run.sh: ok"

@@ -54,6 +54,7 @@ class CudaFp8Linear : public BackendVersusCpuTest {
     if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
     if (!gpu_->supports_fp8_weights(256, 512, 128, 128)) GTEST_SKIP() << "no block-scaled FP8 GEMM on this GPU";
     gpu_->reserve_fp8_linear(4096);
+    lt_version_ = cuda::CublasLt(cuda::k_default_cuda_root).version();
   }
 
   // A weight drawn from N(0, 0.05) (a few large outliers), quantized per block or per row with
@@ -164,9 +165,10 @@ class CudaFp8Linear : public BackendVersusCpuTest {
   }
 
   GemmShapeKey key(std::int64_t m, const Fp8Weight& w, bool bias) const {
-    const cuda::CublasLt lt(cuda::k_default_cuda_root);
-    return {GemmTuning::bucket_m(m), w.n, w.k, DType::bf16, DType::f8_e4m3, bias, gpu_->device().arch(), lt.version()};
+    return {GemmTuning::bucket_m(m), w.n, w.k, DType::bf16, DType::f8_e4m3, bias, gpu_->device().arch(), lt_version_};
   }
+
+  std::uint64_t lt_version_ = 0;  // the tuning key's cuBLASLt version
 
   void install(GemmTuning table) {
     GemmTuning frozen = GemmTuning::parse(table.serialize());
@@ -175,13 +177,18 @@ class CudaFp8Linear : public BackendVersusCpuTest {
   }
 };
 
+// The RMS of row r of ref [rows, n].
+double row_rms(const std::vector<double>& ref, std::size_t r, std::int64_t n) {
+  double sq = 0.0;
+  for (std::int64_t c = 0; c < n; ++c) sq += ref[r * std::size_t(n) + std::size_t(c)] * ref[r * std::size_t(n) + std::size_t(c)];
+  return std::sqrt(sq / double(n));
+}
+
 // The largest error relative to its row's RMS (rows differ in loudness by design).
 double max_row_relative_error(const std::vector<float>& got, const std::vector<double>& ref, std::int64_t n) {
   double worst = 0.0;
   for (std::size_t r = 0; r * std::size_t(n) < ref.size(); ++r) {
-    double sq = 0.0;
-    for (std::int64_t c = 0; c < n; ++c) sq += ref[r * std::size_t(n) + std::size_t(c)] * ref[r * std::size_t(n) + std::size_t(c)];
-    const double rms = std::sqrt(sq / double(n)) + 1e-30;
+    const double rms = row_rms(ref, r, n) + 1e-30;
     for (std::int64_t c = 0; c < n; ++c) {
       const std::size_t i = r * std::size_t(n) + std::size_t(c);
       worst = std::max(worst, std::isfinite(got[i]) ? std::fabs(double(got[i]) - ref[i]) / rms : 1e30);
@@ -198,9 +205,7 @@ double max_row_relative_error(const std::vector<float>& got, const std::vector<d
   double max_abs = 0.0;
   std::size_t bad = 0, first_bad = 0;
   for (std::size_t r = 0; r * std::size_t(n) < ref.size(); ++r) {
-    double sq = 0.0;
-    for (std::int64_t c = 0; c < n; ++c) sq += ref[r * std::size_t(n) + std::size_t(c)] * ref[r * std::size_t(n) + std::size_t(c)];
-    const double row_allowance = 5e-3 * std::sqrt(sq / double(n));
+    const double row_allowance = 5e-3 * row_rms(ref, r, n);
     for (std::int64_t c = 0; c < n; ++c) {
       const std::size_t i = r * std::size_t(n) + std::size_t(c);
       const double d = std::fabs(double(got[i]) - ref[i]);

@@ -3,7 +3,6 @@
 
 #include <bit>
 #include <climits>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -71,10 +70,10 @@ bool Fp8Kernels::enqueue_mma(const GemmOperands& op, int variant, CUdeviceptr sc
   const CUfunction f = mma_[op.m <= 8 ? 0 : 1][std::size_t(v)][std::size_t(op.w_scaling)];
   CUdeviceptr xq = scratch, xs = scratch + scales_offset(op.m, op.k), w = op.w, scales = op.w_scales, bias = op.bias,
               out = op.out;
-  int xs_ld = blocks ? int(scale_ld(op.m)) : 1, scale_cols = blocks ? int(op.k / 128) : 1;
+  int scale_cols = blocks ? int(op.k / 128) : 1;
   long long w_stride = op.w_stride, out_stride = op.out_stride;
   int m = int(op.m), n = int(op.n), k = int(op.k);
-  void* args[] = {&xq, &xs, &xs_ld, &w, &w_stride, &scales, &scale_cols, &bias, &out, &out_stride, &m, &n, &k};
+  void* args[] = {&xq, &xs, &w, &w_stride, &scales, &scale_cols, &bias, &out, &out_stride, &m, &n, &k};
   const std::int64_t rows = k_mma_rows_per_block[std::size_t(v)];
   const LaunchShape shape{.grid_x = unsigned((op.n + rows - 1) / rows), .block_x = k_skinny_threads,
                           .overlap_previous = overlap_previous_};
@@ -97,27 +96,19 @@ bool Fp8Kernels::enqueue_skinny(const GemmOperands& op, int variant, const Strea
   return try_launch(f, shape, stream.handle(), args) == CUDA_SUCCESS;
 }
 
-std::int64_t Fp8Kernels::scale_ld(std::int64_t m) {
-  static const bool padded = [] {
-    const char* v = std::getenv("FLARE_FP8_SCALE_LD");
-    return !(v && std::string(v) == "m");
-  }();
-  return padded ? (m + 3) / 4 * 4 : m;
-}
-
 std::size_t Fp8Kernels::scales_offset(std::int64_t m, std::int64_t k) { return round_up_256(std::size_t(m * k)); }
 
 std::size_t Fp8Kernels::scratch_bytes(std::int64_t m, std::int64_t k) {
-  // blocks_128 needs k / 128 scales per row (rows padded to 4), rows one: the larger for any k.
+  // blocks_128 needs k / 128 scales per row, rows one: the larger for any k.
   const std::int64_t scales_per_row = std::max<std::int64_t>(k / 128, 1);
-  return scales_offset(m, k) + round_up_256(std::size_t((m + 3) / 4 * 4 * scales_per_row) * sizeof(float));
+  return scales_offset(m, k) + round_up_256(std::size_t(m * scales_per_row) * sizeof(float));
 }
 
 bool Fp8Kernels::enqueue_quantize(const GemmOperands& op, CUdeviceptr scratch, const Stream& stream) const {
   CUdeviceptr x = op.x, q = scratch, scales = scratch + scales_offset(op.m, op.k);
   long long x_stride = op.x_stride;
-  int m = int(op.m), k = int(op.k), ld = int(scale_ld(op.m));
-  void* args[] = {&x, &x_stride, &q, &scales, &m, &k, &ld};
+  int m = int(op.m), k = int(op.k);
+  void* args[] = {&x, &x_stride, &q, &scales, &m, &k};
   if (op.w_scaling == Fp8Scaling::blocks_128) {
     const LaunchShape shape{.grid_x = unsigned(op.m), .grid_y = unsigned((op.k / 128 + 7) / 8), .block_x = 256,
                             .overlap_previous = overlap_previous_};

@@ -60,13 +60,9 @@ class Fp8Kernels {
   bool enqueue_skinny(const GemmOperands& op, int variant, const Stream& stream) const;
 
   // The activation scratch an [m, k] problem needs: e4m3 values [m, k], then f32 scales (blocks_128:
-  // [k / 128][m rounded up to 4], column-major as cuBLASLt's VEC128 wants them; rows: [m]),
-  // 256-byte aligned.
+  // [k / 128][m], column-major as cuBLASLt's VEC128 wants them; rows: [m]), 256-byte aligned.
   static std::size_t scratch_bytes(std::int64_t m, std::int64_t k);
   static std::size_t scales_offset(std::int64_t m, std::int64_t k);
-  // The leading dimension of blocks_128 activation scales: m rounded up to 4 (FLARE_FP8_SCALE_LD=m:
-  // m itself).
-  static std::int64_t scale_ld(std::int64_t m);
   // Quantizes op.x into the scratch at `scratch` (values, then scales in cuBLASLt's layout for
   // op.w_scaling); false when the launch fails.
   bool enqueue_quantize(const GemmOperands& op, CUdeviceptr scratch, const Stream& stream) const;

@@ -285,11 +285,15 @@ bool GemmRunner::reserve_fp8(std::int64_t m, std::int64_t k) {
 }
 
 bool GemmRunner::fp8_cublaslt_available(std::int64_t n, std::int64_t k, Fp8Scaling scaling) {
+  const auto known = fp8_available_.find({n, k, scaling});
+  if (known != fp8_available_.end()) return known->second;
   GemmOperands probe{.x = 256, .x_stride = k, .w = 256, .w_stride = k, .w_dtype = DType::f8_e4m3, .w_scales = 256,
                      .w_scaling = scaling, .out = 256, .out_stride = n, .out_dtype = DType::bf16, .m = 64, .n = n, .k = k};
   if (k % 16 != 0 || (scaling == Fp8Scaling::blocks_128 && k % 128 != 0)) return false;
   Plan plan(lt_, probe, 256);
-  return !heuristic(lt_, plan, probe, 1).empty();
+  const bool available = !heuristic(lt_, plan, probe, 1).empty();
+  fp8_available_.emplace(std::tuple{n, k, scaling}, available);
+  return available;
 }
 
 std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, GemmTuning& tuning) {

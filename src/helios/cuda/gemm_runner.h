@@ -85,8 +85,8 @@ class GemmRunner {
   // enough). True when the scratch moved: graphs that named it must be captured again. Synchronizes
   // the stream before freeing the old scratch; never call it during a capture.
   bool reserve_fp8(std::int64_t m, std::int64_t k);
-  // Whether cuBLASLt has an FP8 algorithm for weights [n, k] scaled as `scaling` (asked for m = 64):
-  // without one, the backend keeps such weights in BF16.
+  // Whether cuBLASLt has an FP8 algorithm for weights [n, k] scaled as `scaling` (asked for m = 64,
+  // once per shape: every layer asks again): without one, the backend keeps such weights in BF16.
   bool fp8_cublaslt_available(std::int64_t n, std::int64_t k, Fp8Scaling scaling);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
@@ -133,6 +133,7 @@ class GemmRunner {
   std::unique_ptr<Fp8Kernels> fp8_;     // null: no FP8 problems
   std::unique_ptr<DeviceMemory> fp8_scratch_;  // quantized activations and their scales
   std::int64_t fp8_scratch_m_ = 0, fp8_scratch_k_ = 0;
+  std::map<std::tuple<std::int64_t, std::int64_t, Fp8Scaling>, bool> fp8_available_;  // fp8_cublaslt_available()
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
 };
 

@@ -49,14 +49,14 @@ __device__ __forceinline__ float flare_bf16_hi(unsigned u) { return __uint_as_fl
 // Activation quantization for cuBLASLt.
 
 // One warp per 128-element block of a row (lane j holds elements 4j..4j+3); block 256 threads = 8
-// blocks of one row; grid (m, ceil(k / 1024)). q [m, k] contiguous; scales[(c / 128) * scale_ld +
-// row] (scale_ld >= m: the host's choice, Fp8Kernels::scale_ld).
+// blocks of one row; grid (m, ceil(k / 1024)). q [m, k] contiguous; scales[(c / 128) * m + row]
+// (column-major, as cuBLASLt's VEC128_32F reads them; it takes only m % 4 == 0, so the columns
+// are 16-byte aligned where it reads them).
 // Requires k % 128 == 0 and 8-byte aligned x rows.
 extern "C" __global__ void __launch_bounds__(256) flare_fp8_linear_quantize_blocks(const __nv_bfloat16* __restrict__ x,
                                                                            long long x_stride,
                                                                            unsigned char* __restrict__ q,
-                                                                           float* __restrict__ scales, int m, int k,
-                                                                           int scale_ld) {
+                                                                           float* __restrict__ scales, int m, int k) {
   flare_pdl_trigger();
   const int row = blockIdx.x, lane = threadIdx.x % 32;
   const int block = blockIdx.y * 8 + threadIdx.x / 32;
@@ -73,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(256) flare_fp8_linear_quantize_bloc
   const unsigned packed = unsigned(flare_fp8_pack2(v[0] * inv, v[1] * inv)) |
                           (unsigned(flare_fp8_pack2(v[2] * inv, v[3] * inv)) << 16);
   *reinterpret_cast<unsigned*>(q + (long long)row * k + col) = packed;
-  if (lane == 0) scales[(long long)block * scale_ld + row] = scale;
+  if (lane == 0) scales[(long long)block * m + row] = scale;
 }
 
 // One block per row: the row's amax, then its quantization with one scale. Block 256 threads;
@@ -81,8 +81,7 @@ extern "C" __global__ void __launch_bounds__(256) flare_fp8_linear_quantize_bloc
 extern "C" __global__ void __launch_bounds__(256) flare_fp8_linear_quantize_rows(const __nv_bfloat16* __restrict__ x,
                                                                          long long x_stride,
                                                                          unsigned char* __restrict__ q,
-                                                                         float* __restrict__ scales, int m, int k,
-                                                                         int /*scale_ld: one scale per row*/) {
+                                                                         float* __restrict__ scales, int m, int k) {
   flare_pdl_trigger();
   __shared__ float warp_max[8];
   const int row = blockIdx.x;
@@ -338,7 +337,7 @@ __device__ __forceinline__ void flare_fp8_skinny(const __nv_bfloat16* __restrict
 // row scales apply once at the end.
 //
 // Requires k % 128 == 0 and 16-byte aligned w rows; xq [m, k] e4m3 contiguous and xs as the
-// quantization kernels write them (scale_ld for blocks). Quantizing inside this kernel instead (the
+// quantization kernels write them. Quantizing inside this kernel instead (the
 // 4 lanes of a group hold a token's 128-element block over a unit's two steps) was slower on the
 // H200: every row tile re-quantizes the same activations (batch 4 step 3.96 against 3.75 ms).
 
@@ -356,7 +355,7 @@ __device__ __forceinline__ void flare_fp8_mma(float (&c)[4], unsigned a0, unsign
 
 template <int NT, int KW, int U, bool BLOCKS>
 __device__ __forceinline__ void flare_fp8_mma_gemm(const unsigned char* __restrict__ xq,
-                                                   const float* __restrict__ xs, int xs_ld,
+                                                   const float* __restrict__ xs,
                                                    const unsigned char* __restrict__ w, long long w_stride,
                                                    FlareFp8Scales s, const float* __restrict__ bias,
                                                    __nv_bfloat16* __restrict__ out, long long out_stride, int m, int n,
@@ -390,16 +389,17 @@ __device__ __forceinline__ void flare_fp8_mma_gemm(const unsigned char* __restri
     for (int e = 0; e < 4; ++e) acc[j][e] = blk[j][e] = 0.0f;
   }
 
-  uint4 a[U][4];  // per unit in flight: rows g and g + 8 of its first step, then of its second
+  // Rows g and g + 8 of a unit's first step, then of its second.
+  const auto load_unit = [&](long long unit, uint4 (&dst)[4]) {
+    dst[0] = flare_fp8_load_w(w_lo + unit * 128);
+    dst[1] = flare_fp8_load_w(w_hi + unit * 128);
+    dst[2] = flare_fp8_load_w(w_lo + unit * 128 + 64);
+    dst[3] = flare_fp8_load_w(w_hi + unit * 128 + 64);
+  };
+  uint4 a[U][4];  // per unit in flight
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const long long unit = part + u * KW;
-    if (unit < units) {
-      a[u][0] = flare_fp8_load_w(w_lo + unit * 128);
-      a[u][1] = flare_fp8_load_w(w_hi + unit * 128);
-      a[u][2] = flare_fp8_load_w(w_lo + unit * 128 + 64);
-      a[u][3] = flare_fp8_load_w(w_hi + unit * 128 + 64);
-    }
+    if (part + u * KW < units) load_unit(part + u * KW, a[u]);
   }
   flare_pdl_wait();
   for (int unit0 = part; unit0 < units; unit0 += KW * U) {
@@ -408,13 +408,7 @@ __device__ __forceinline__ void flare_fp8_mma_gemm(const unsigned char* __restri
       const int unit = unit0 + u * KW;
       if (unit < units) {
         const uint4 v[4] = {a[u][0], a[u][1], a[u][2], a[u][3]};
-        const long long next = unit + U * KW;
-        if (next < units) {
-          a[u][0] = flare_fp8_load_w(w_lo + next * 128);
-          a[u][1] = flare_fp8_load_w(w_hi + next * 128);
-          a[u][2] = flare_fp8_load_w(w_lo + next * 128 + 64);
-          a[u][3] = flare_fp8_load_w(w_hi + next * 128 + 64);
-        }
+        if (unit + U * KW < units) load_unit(unit + U * KW, a[u]);
         uint4 b[NT][2];
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
@@ -438,8 +432,8 @@ __device__ __forceinline__ void flare_fp8_mma_gemm(const unsigned char* __restri
 #pragma unroll
           for (int j = 0; j < NT; ++j) {
             const int tok = 8 * j + 2 * t;  // the C fragment's tokens: tok, tok + 1
-            const float x0 = __ldg(xs + (long long)unit * xs_ld + (tok < m ? tok : m - 1));
-            const float x1 = __ldg(xs + (long long)unit * xs_ld + (tok + 1 < m ? tok + 1 : m - 1));
+            const float x0 = __ldg(xs + (long long)unit * m + (tok < m ? tok : m - 1));
+            const float x1 = __ldg(xs + (long long)unit * m + (tok + 1 < m ? tok + 1 : m - 1));
             acc[j][0] = fmaf(blk[j][0], ws * x0, acc[j][0]);
             acc[j][1] = fmaf(blk[j][1], ws * x1, acc[j][1]);
             acc[j][2] = fmaf(blk[j][2], ws * x0, acc[j][2]);
@@ -478,11 +472,11 @@ __device__ __forceinline__ void flare_fp8_mma_gemm(const unsigned char* __restri
 // grid (ceil(n / rows per block)), block 128.
 #define FLARE_FP8_MMA_ENTRY(NT, V, KW, U, MODE, BLOCKS)                                                            \
   extern "C" __global__ void __launch_bounds__(k_fp8_skinny_threads) flare_fp8_linear_mma_m##NT##_v##V##_##MODE(   \
-      const unsigned char* xq, const float* xs, int xs_ld, const unsigned char* w, long long w_stride,            \
+      const unsigned char* xq, const float* xs, const unsigned char* w, long long w_stride,                       \
       const float* scales, int scale_cols, const float* bias, __nv_bfloat16* out, long long out_stride, int m,     \
       int n, int k) {                                                                                              \
     flare_pdl_trigger();                                                                                           \
-    flare_fp8_mma_gemm<NT, KW, U, BLOCKS>(xq, xs, xs_ld, w, w_stride, FlareFp8Scales{scales, scale_cols, 7, 7},    \
+    flare_fp8_mma_gemm<NT, KW, U, BLOCKS>(xq, xs, w, w_stride, FlareFp8Scales{scales, scale_cols, 7, 7},           \
                                           bias, out, out_stride, m, n, k);                                        \
   }
 
