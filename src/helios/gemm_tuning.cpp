@@ -87,33 +87,45 @@ bool valid_arch(std::string_view arch) {
 std::uint8_t dtype_code(DType d) { return std::uint8_t(d); }
 
 // Sets choice.kind from its code, rejecting a kind this build does not know and a choice the kind
-// cannot replay: cuBLASLt has no variants; the skinny kernel has its variants, no algorithm bytes,
-// and runs only m <= 16 with k a multiple of 8.
+// cannot replay: cuBLASLt has no variants; Flare's kernels have their variants, no algorithm bytes,
+// and the m, k and weights they run (gemm_tuning.h).
 void check_kind(std::uint32_t i, const GemmShapeKey& key, std::uint8_t kind, GemmChoice& choice) {
   if (kind == std::uint8_t(GemmKind::cublaslt)) {
     if (choice.variant != 0) fail_input("GEMM tuning entry {} is a cuBLASLt choice with variant {}", i, choice.variant);
     choice.kind = GemmKind::cublaslt;
     return;
   }
-  if (kind != std::uint8_t(GemmKind::skinny) && kind != std::uint8_t(GemmKind::skinny_fp8)) {
+  if (kind != std::uint8_t(GemmKind::skinny) && kind != std::uint8_t(GemmKind::skinny_fp8) &&
+      kind != std::uint8_t(GemmKind::stream)) {
     fail_input("GEMM tuning entry {} has an unknown kind {}", i, kind);
   }
   const bool fp8 = kind == std::uint8_t(GemmKind::skinny_fp8);
   if (fp8 != (key.weights == DType::f8_e4m3)) {
-    fail_input("GEMM tuning entry {} names a skinny kernel for other weights than its {}", i, dtype_name(key.weights));
+    fail_input("GEMM tuning entry {} names a kernel for other weights than its {}", i, dtype_name(key.weights));
   }
-  const std::uint8_t n_variants = fp8 ? k_fp8_skinny_n_variants : k_skinny_gemm_n_variants;
+  const bool stream = kind == std::uint8_t(GemmKind::stream);
+  const std::uint8_t n_variants = stream ? k_stream_gemm_n_variants
+                                  : fp8  ? k_fp8_skinny_n_variants
+                                         : k_skinny_gemm_n_variants;
   if (choice.variant >= n_variants) {
-    fail_input("GEMM tuning entry {} names skinny variant {} of {}", i, choice.variant, n_variants);
+    fail_input("GEMM tuning entry {} names kernel variant {} of {}", i, choice.variant, n_variants);
   }
   for (const std::uint64_t word : choice.algo) {
-    if (word != 0) fail_input("GEMM tuning entry {} is a skinny choice with algorithm bytes", i);
+    if (word != 0) fail_input("GEMM tuning entry {} is a Flare kernel choice with algorithm bytes", i);
   }
   const bool mma = fp8 && choice.variant >= k_fp8_mma_first_variant;
-  const std::int64_t max_m = mma ? k_fp8_mma_max_m : fp8 ? k_fp8_skinny_max_m : k_skinny_gemm_max_m;
-  const std::int64_t k_multiple = mma ? k_fp8_mma_k_multiple : fp8 ? k_fp8_skinny_k_multiple : k_skinny_gemm_k_multiple;
-  if (key.m_bucket > max_m || key.k % k_multiple != 0 || (fp8 && key.out != DType::bf16)) {
-    fail_input("GEMM tuning entry {} is a skinny choice for m {} k {}, which it cannot run", i, key.m_bucket, key.k);
+  const std::int64_t min_m = stream ? k_stream_gemm_min_m : 1;
+  const std::int64_t max_m = stream ? k_stream_gemm_max_m
+                             : mma  ? k_fp8_mma_max_m
+                             : fp8  ? k_fp8_skinny_max_m
+                                    : k_skinny_gemm_max_m;
+  const std::int64_t k_multiple = stream ? k_stream_gemm_k_multiple
+                                  : mma  ? k_fp8_mma_k_multiple
+                                  : fp8  ? k_fp8_skinny_k_multiple
+                                         : k_skinny_gemm_k_multiple;
+  if (key.m_bucket < min_m || key.m_bucket > max_m || key.k % k_multiple != 0 || (fp8 && key.out != DType::bf16)) {
+    fail_input("GEMM tuning entry {} is a Flare kernel choice for m {} k {}, which it cannot run", i, key.m_bucket,
+               key.k);
   }
   choice.kind = GemmKind(kind);
 }

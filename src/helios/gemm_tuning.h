@@ -1,6 +1,7 @@
 // The GEMM tuning table: for each GEMM shape the CUDA backend runs, the kernel that won a timed race
 // among the candidates cuBLASLt's heuristic proposed and, for small m, the variants of Flare's
 // skinny kernels (kernels/skinny_gemm.cu for BF16 weights, kernels/fp8_linear.cu for FP8 weights)
+// and, for decode batches on Hopper, of the tensor-core streaming kernel (kernels/stream_gemm.cu)
 // (DESIGN.md section 2: preparation tunes, loading does not). The
 // table is plain data with no CUDA dependency, so it can be tested, serialized into a package and
 // parsed back on any machine.
@@ -67,6 +68,8 @@ enum class GemmKind : std::uint8_t {
   skinny = 1,    // flare_skinny_gemm variant GemmChoice::variant (bf16 weights, m <= 16, k % 8 == 0)
   skinny_fp8 = 2,  // kernels/fp8_linear.cu variant GemmChoice::variant (f8_e4m3 weights): 0-3 the
                    // CUDA-core kernel (m <= 8, k % 16 == 0), 4-7 the tensor-core one (m <= 16, k % 128 == 0)
+  stream = 3,      // kernels/stream_gemm.cu (bf16 weights, sm_90, 9 <= m <= 128, k % 8 == 0), split k
+                   // ways as k_stream_gemm_splits[GemmChoice::variant] says
 };
 
 // The skinny kernels' limits and variant counts (kernels/skinny_gemm.cu, kernels/fp8_linear.cu,
@@ -80,6 +83,13 @@ inline constexpr std::uint8_t k_fp8_skinny_n_variants = 8;
 inline constexpr std::uint8_t k_fp8_mma_first_variant = 4;  // variants from here on: tensor cores
 inline constexpr std::int64_t k_fp8_mma_max_m = 16;
 inline constexpr std::int64_t k_fp8_mma_k_multiple = 128;
+inline constexpr std::int64_t k_stream_gemm_min_m = 9;
+inline constexpr std::int64_t k_stream_gemm_max_m = 128;
+inline constexpr std::int64_t k_stream_gemm_k_multiple = 8;
+// The stream kernel's variants: how many ways each weight tile's k is split (a cluster of that many
+// CTAs, at most the portable 8).
+inline constexpr std::array<std::uint8_t, 7> k_stream_gemm_splits = {1, 2, 3, 4, 5, 6, 8};
+inline constexpr std::uint8_t k_stream_gemm_n_variants = std::uint8_t(k_stream_gemm_splits.size());
 
 struct GemmChoice {
   GemmKind kind = GemmKind::cublaslt;

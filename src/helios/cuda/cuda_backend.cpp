@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -56,6 +57,9 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   if (cublaslt_) {
     modules.push_back({"bias_add", {}});
     for (const int tile : SkinnyGemm::k_tiles) modules.push_back({k_skinny_gemm_source, skinny_tile_defines(tile)});
+    if (stream_gemm_wanted()) {
+      for (const int tile : StreamGemm::k_tiles) modules.push_back({k_stream_gemm_source, stream_tile_defines(tile)});
+    }
   }
   precompile(modules);
   function("embedding", "flare_embedding");
@@ -98,7 +102,7 @@ void CudaBackend::precompile(const std::vector<std::pair<std::string, Defines>>&
       threads.emplace_back([&, i] {
         try {
           CompileOptions options;
-          options.arch = context_.device().arch();
+          options.arch = compile_arch(missing[i].second->second);
           options.defines = missing[i].second->second;
           cubins[i] = nvrtc_->compile_cached(cache_, embedded_kernel(missing[i].second->first), options);
         } catch (...) {
@@ -118,6 +122,24 @@ void CudaBackend::precompile(const std::vector<std::pair<std::string, Defines>>&
 
 CudaBackend::Defines CudaBackend::skinny_tile_defines(int tile) { return {{"SKINNY_M", std::to_string(tile)}}; }
 
+CudaBackend::Defines CudaBackend::stream_tile_defines(int tile) {
+  return {{"STREAM_N", std::to_string(tile)}, {k_arch_specific_define, "1"}};
+}
+
+bool CudaBackend::stream_gemm_wanted() const {
+  const char* setting = std::getenv("FLARE_CUDA_STREAM_GEMM");
+  if ((setting != nullptr && std::string_view(setting) == "0") || !StreamGemm::available(context_.device())) return false;
+  // A package exported without it (another GPU, or the setting off) has no images of its modules.
+  return nvrtc_ || std::ranges::all_of(StreamGemm::k_tiles, [&](int tile) {
+           return prebuilt_.contains(module_key(k_stream_gemm_source, stream_tile_defines(tile)));
+         });
+}
+
+std::string CudaBackend::compile_arch(const Defines& defines) const {
+  const bool specific = std::ranges::any_of(defines, [](const auto& d) { return d.first == k_arch_specific_define; });
+  return context_.device().arch() + (specific ? "a" : "");
+}
+
 CUfunction CudaBackend::function(const std::string& source, const std::string& entry, const Defines& defines) {
   const std::string module_key = CudaBackend::module_key(source, defines);
   const std::string function_key = module_key + " " + entry;
@@ -133,7 +155,7 @@ CUfunction CudaBackend::function(const std::string& source, const std::string& e
       cubin = image->second;
     } else {
       CompileOptions options;
-      options.arch = context_.device().arch();
+      options.arch = compile_arch(defines);
       options.defines = defines;
       cubin = nvrtc_->compile_cached(cache_, embedded_kernel(source), options);
     }

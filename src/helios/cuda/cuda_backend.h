@@ -121,6 +121,16 @@ class CudaBackend final : public Backend {
   static Defines skinny_tile_defines(int tile);
   // The same for the FP8 kernels' modules (kernels/fp8_linear.cu).
   static Defines fp8_tile_defines(int tile) { return {{"FP8_SKINNY_M", std::to_string(tile)}}; }
+  // The same for the stream GEMM's modules (kernels/stream_gemm.cu), built for the architecture-
+  // specific target (sm_90a: wgmma and TMA).
+  static Defines stream_tile_defines(int tile);
+  // A module whose defines hold this name compiles for the device's architecture-specific target
+  // ("sm_90a"), the others for "sm_90": compile_arch() says which.
+  static constexpr const char* k_arch_specific_define = "FLARE_ARCH_SPECIFIC";
+  std::string compile_arch(const Defines& defines) const;
+  // Whether the stream GEMM races here: on sm_90 unless FLARE_CUDA_STREAM_GEMM=0 (for measuring
+  // what it brings).
+  bool stream_gemm_wanted() const;
   void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name);
   // The attention kernels attention() dispatches to (cuda_attention.cpp).
   void attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);

@@ -22,6 +22,13 @@ void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir) {
       },
       skinny_programmatic_launch(device()));
   gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_, std::move(skinny));
+  if (stream_gemm_wanted()) {  // its modules were precompiled with the others
+    gemm_->set_stream_gemm(std::make_unique<StreamGemm>(
+        [this](const std::string& entry, int tile) {
+          return function(k_stream_gemm_source, entry, stream_tile_defines(tile));
+        },
+        skinny_programmatic_launch(device())));
+  }
   function("bias_add", "flare_bias_add_bf16");
   function("bias_add", "flare_bias_add_f32");
   gemm_tuning_.attach_file(GemmTuning::file_in(kernel_cache_dir, device().arch(), cublaslt_->version(),

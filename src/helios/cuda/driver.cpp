@@ -96,6 +96,8 @@ LoadResult load_driver() {
   FLARE_CU_RESOLVE(get_error_string, cuGetErrorString);
 #undef FLARE_CU_RESOLVE
   if (!ok) return r;  // the library stays open: unloading a driver is never worth it
+  d.tensor_map_encode_tiled =
+      reinterpret_cast<decltype(d.tensor_map_encode_tiled)>(dlsym(library, FLARE_CU_NAME(cuTensorMapEncodeTiled)));
   const CUresult init = d.init(0);
   if (init != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -255,13 +257,23 @@ bool skinny_programmatic_launch(const DeviceInfo& device) {
 }
 
 CUresult try_launch(CUfunction function, const LaunchShape& s, CUstream stream, void** args) {
-  if (!s.overlap_previous) {
+  const bool cluster = s.cluster_x > 1 || s.cluster_y > 1;
+  if (!s.overlap_previous && !cluster) {
     return driver().launch_kernel(function, s.grid_x, s.grid_y, s.grid_z, s.block_x, s.block_y, s.block_z,
                                   s.shared_bytes, stream, args, nullptr);
   }
-  CUlaunchAttribute attribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchAttribute attributes[2]{};
+  unsigned n_attributes = 0;
+  if (s.overlap_previous) {
+    attributes[n_attributes].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[n_attributes++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster) {
+    attributes[n_attributes].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[n_attributes].value.clusterDim.x = s.cluster_x;
+    attributes[n_attributes].value.clusterDim.y = s.cluster_y;
+    attributes[n_attributes++].value.clusterDim.z = 1;
+  }
   CUlaunchConfig config{};
   config.gridDimX = s.grid_x;
   config.gridDimY = s.grid_y;
@@ -271,8 +283,8 @@ CUresult try_launch(CUfunction function, const LaunchShape& s, CUstream stream, 
   config.blockDimZ = s.block_z;
   config.sharedMemBytes = s.shared_bytes;
   config.hStream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = n_attributes;
   return driver().launch_kernel_ex(&config, function, args, nullptr);
 }
 

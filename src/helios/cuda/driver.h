@@ -74,6 +74,8 @@ struct Driver {
   decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
   decltype(&::cuGetErrorName) get_error_name = nullptr;
   decltype(&::cuGetErrorString) get_error_string = nullptr;
+  // Optional (null where the driver predates it, CUDA 12.0): TMA descriptors of the stream GEMM.
+  decltype(&::cuTensorMapEncodeTiled) tensor_map_encode_tiled = nullptr;
 
   int version = 0;  // cuDriverGetVersion, e.g. 13000
 };
@@ -176,6 +178,7 @@ struct LaunchShape {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned block_x = 1, block_y = 1, block_z = 1;
   unsigned shared_bytes = 0;
+  unsigned cluster_x = 1, cluster_y = 1;  // thread block clusters (sm_90+) where either is > 1
   // Programmatic dependent launch: the kernel may start while the previous one on the stream
   // finishes, and waits for it with griddepcontrol.wait (every Flare kernel does, first thing).
   bool overlap_previous = false;

@@ -230,6 +230,8 @@ bool GemmRunner::capturing() const {
 bool GemmRunner::adopt(Plan& plan, const GemmOperands& op, const GemmChoice& choice) const {
   if (choice.kind == GemmKind::skinny) {
     if (is_fp8(op) || !skinny_ || !SkinnyGemm::supports(op) || choice.variant >= k_skinny_gemm_n_variants) return false;
+  } else if (choice.kind == GemmKind::stream) {
+    if (!stream_gemm_ || !stream_gemm_->takes(op, choice.variant)) return false;
   } else if (choice.kind == GemmKind::skinny_fp8) {
     if (!fp8_ || choice.variant >= k_fp8_skinny_n_variants) return false;
     if (Fp8Kernels::is_mma_variant(choice.variant) ? !fp8_mma_takes(op) : !Fp8Kernels::skinny_supports(op)) return false;
@@ -265,6 +267,7 @@ cublasStatus_t GemmRunner::enqueue_cublaslt(Plan& plan, const cublasLtMatmulAlgo
 
 bool GemmRunner::enqueue_choice(Plan& plan, const GemmChoice& choice, const GemmOperands& op) {
   if (choice.kind == GemmKind::skinny) return skinny_->enqueue(op, choice.variant, stream_);
+  if (choice.kind == GemmKind::stream) return stream_gemm_->enqueue(op, choice.variant, stream_);
   if (choice.kind == GemmKind::skinny_fp8) {
     if (Fp8Kernels::is_mma_variant(choice.variant)) return enqueue_fp8_mma(op, choice.variant);
     return fp8_->enqueue_skinny(op, choice.variant, stream_);
@@ -315,8 +318,8 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   }
   if (!plan->bias_in_epilogue && cublaslt_takes) candidates = heuristic(lt_, *plan, op, n_wanted);
 
-  // The race's entrants: cuBLASLt's candidates in the heuristic's order, then the skinny variants
-  // where the kernel takes the problem. The first is what runs when nothing is timed.
+  // The race's entrants: cuBLASLt's candidates in the heuristic's order, then the variants of
+  // Flare's kernels (stream, skinny) where they take the problem. The first is what runs when nothing is timed.
   std::vector<GemmChoice> choices;
   for (const auto& c : candidates) choices.push_back({.kind = GemmKind::cublaslt, .algo = algo_words(c.algo)});
   if (n_wanted > 1 && op.m <= k_split_k_max_m) {
@@ -328,6 +331,11 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   }
   if (!is_fp8(op) && skinny_ && SkinnyGemm::supports(op)) {
     for (std::uint8_t v = 0; v < k_skinny_gemm_n_variants; ++v) choices.push_back({.kind = GemmKind::skinny, .variant = v});
+  }
+  if (stream_gemm_) {
+    for (std::uint8_t v = 0; v < k_stream_gemm_n_variants; ++v) {
+      if (stream_gemm_->takes(op, v)) choices.push_back({.kind = GemmKind::stream, .variant = v});
+    }
   }
   if (fp8_ && Fp8Kernels::skinny_supports(op)) {
     for (std::uint8_t v = 0; v < k_fp8_mma_first_variant; ++v) choices.push_back({.kind = GemmKind::skinny_fp8, .variant = v});
@@ -375,10 +383,10 @@ GemmResult GemmRunner::run(const GemmOperands& op, GemmTuning& tuning) {
   if (it == plans_.end()) it = plans_.emplace(key, make_plan(op, tuning)).first;
   Plan* plan = it->second.get();
   if (!plan) return GemmResult::unsupported;
-  if (plan->choice.kind == GemmKind::skinny || plan->choice.kind == GemmKind::skinny_fp8) {
+  if (plan->choice.kind != GemmKind::cublaslt) {
     if (!enqueue_choice(*plan, plan->choice, op)) {
-      fail(ExitCode::failure, "CUDA launch of skinny GEMM variant {} failed for [{}, {}, {}]", plan->choice.variant,
-           op.m, op.n, op.k);
+      fail(ExitCode::failure, "CUDA launch of Flare's GEMM kind {} variant {} failed for [{}, {}, {}]",
+           int(plan->choice.kind), plan->choice.variant, op.m, op.n, op.k);
     }
     return GemmResult::done;  // the kernel adds the bias
   }

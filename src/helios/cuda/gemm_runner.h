@@ -1,4 +1,5 @@
-// The CUDA backend's GEMMs through cuBLASLt and, for m <= 16, Flare's skinny kernel (skinny_gemm.h):
+// The CUDA backend's GEMMs through cuBLASLt, for m <= 16 Flare's skinny kernel (skinny_gemm.h) and,
+// on Hopper for 9 <= m <= 128, Flare's tensor-core streaming kernel (stream_gemm.h):
 // out[m, n] = x[m, k] @ w[n, k]^T (+ bias[n]), BF16 x and w (rows may be strided), F32 compute, BF16
 // or F32 out, F32 bias through the BIAS epilogue where cuBLASLt offers it for the output type (else
 // the caller adds it with a small kernel); the skinny kernel adds the bias itself.
@@ -41,6 +42,7 @@
 #include "helios/cuda/driver.h"
 #include "helios/cuda/fp8_kernels.h"
 #include "helios/cuda/skinny_gemm.h"
+#include "helios/cuda/stream_gemm.h"
 #include "helios/dtype.h"
 #include "helios/gemm_tuning.h"
 
@@ -75,6 +77,8 @@ class GemmRunner {
   GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream, std::unique_ptr<SkinnyGemm> skinny = nullptr);
   // The FP8 kernels: until they are set, FP8 problems are unsupported.
   void set_fp8_kernels(std::unique_ptr<Fp8Kernels> kernels) { fp8_ = std::move(kernels); }
+  // The tensor-core streaming kernel (sm_90): until it is set, it does not race.
+  void set_stream_gemm(std::unique_ptr<StreamGemm> stream) { stream_gemm_ = std::move(stream); }
   bool has_fp8_kernels() const { return fp8_ != nullptr; }
   // The FP8 skinny kernel's variant `variant` on a problem it takes, untimed and unplanned (the
   // backend's last resort); false when it does not take it or the launch fails.
@@ -131,6 +135,7 @@ class GemmRunner {
   DeviceMemory workspace_;
   std::unique_ptr<SkinnyGemm> skinny_;  // null: cuBLASLt only
   std::unique_ptr<Fp8Kernels> fp8_;     // null: no FP8 problems
+  std::unique_ptr<StreamGemm> stream_gemm_;  // null: not on this GPU
   std::unique_ptr<DeviceMemory> fp8_scratch_;  // quantized activations and their scales
   std::int64_t fp8_scratch_m_ = 0, fp8_scratch_k_ = 0;
   std::map<std::tuple<std::int64_t, std::int64_t, Fp8Scaling>, bool> fp8_available_;  // fp8_cublaslt_available()

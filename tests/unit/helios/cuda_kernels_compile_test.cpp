@@ -45,7 +45,8 @@ TEST(CudaKernels, EmbeddedSourcesAreComplete) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"attention", "attention_decode", "attention_prefill", "bias_add",
                                             "embedding", "fill_random", "fp8_linear", "gather_rows", "head_rms_norm", "linear",
-                                            "rms_norm", "rotary", "rotary_kv_store", "sample", "skinny_gemm", "swiglu"}));
+                                            "rms_norm", "rotary", "rotary_kv_store", "sample", "skinny_gemm", "stream_gemm",
+                                            "swiglu"}));
   EXPECT_EQ(embedded_kernel("rotary").name, "rotary");
   EXPECT_THROW(embedded_kernel("no_such_kernel"), Error);
 }
@@ -77,6 +78,29 @@ TEST_P(CudaKernelsPerArch, SamplerCompilesWithTheBackendsBlockSize) {
     EXPECT_TRUE(is_elf(cubin)) << GetParam() << " with " << ctas << " CTAs a row";
     EXPECT_NE(cubin.find("flare_sample"), std::string::npos);
   }
+}
+
+// The stream GEMM's wgmma and TMA need the architecture-specific target: for sm_90a every x-row
+// tile compiles with its body; for the other targets (above) its entry points are empty.
+TEST(CudaKernels, StreamGemmCompilesForHopperWithItsBody) {
+  FLARE_NEED_NVRTC(nvrtc);
+  CompileOptions plain;
+  plain.arch = "sm_90";
+  const std::size_t empty_size = nvrtc->compile(embedded_kernel("stream_gemm"), plain).size();
+  for (const std::string tile : {"32", "64", "128"}) {
+    CompileOptions o;
+    o.arch = "sm_90a";
+    o.defines = {{"STREAM_N", tile}};
+    const std::string cubin = nvrtc->compile(embedded_kernel("stream_gemm"), o);
+    EXPECT_TRUE(is_elf(cubin)) << tile;
+    EXPECT_NE(cubin.find("flare_stream_gemm_n" + tile + "_bf16"), std::string::npos) << tile;
+    EXPECT_NE(cubin.find("flare_stream_gemm_n" + tile + "_f32"), std::string::npos) << tile;
+    EXPECT_GT(cubin.size(), empty_size + 4096) << "the sm_90a build of tile " << tile << " has no body";
+  }
+  CompileOptions bad;
+  bad.arch = "sm_90a";
+  bad.defines = {{"STREAM_N", "48"}};
+  EXPECT_THROW(nvrtc->compile(embedded_kernel("stream_gemm"), bad), Error);
 }
 
 TEST(CudaKernels, CompileErrorNamesTheKernelAndShowsTheLog) {

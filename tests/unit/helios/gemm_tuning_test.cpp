@@ -44,6 +44,10 @@ GemmChoice skinny(std::uint8_t variant) {
   return {.kind = GemmKind::skinny, .variant = variant, .algo = {}, .time_us = 9.5f, .n_candidates = 12};
 }
 
+GemmChoice stream(std::uint8_t variant) {
+  return {.kind = GemmKind::stream, .variant = variant, .algo = {}, .time_us = 21.5f, .n_candidates = 14};
+}
+
 GemmChoice skinny_fp8(std::uint8_t variant) {
   return {.kind = GemmKind::skinny_fp8, .variant = variant, .algo = {}, .time_us = 5.5f, .n_candidates = 9};
 }
@@ -177,7 +181,8 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   EXPECT_NO_THROW(GemmTuning::parse(patched(weights, "\x03"))) << "a cuBLASLt choice on FP8 weights";
   EXPECT_NE(parse_error(patched(bias, "\x02")).find("bias"), std::string::npos);
   EXPECT_NE(parse_error(patched(time, std::string("\0\0\xc0\x7f", 4))).find("time"), std::string::npos) << "NaN";
-  EXPECT_NE(parse_error(patched(kind, "\x03")).find("unknown kind 3"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\x04")).find("unknown kind 4"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\x03")).find("algorithm bytes"), std::string::npos) << "a stream choice";
   EXPECT_NE(parse_error(patched(kind, "\x02")).find("other weights"), std::string::npos) << "FP8 kernel, BF16 weights";
   EXPECT_NE(parse_error(patched(kind, "\xff")).find("unknown kind"), std::string::npos);
   EXPECT_NE(parse_error(patched(variant, "\x01")).find("cuBLASLt choice with variant"), std::string::npos);
@@ -216,9 +221,9 @@ TEST(GemmTuning, RejectsSkinnyChoicesItCannotReplay) {
     return with_valid_checksum(b);
   };
   ASSERT_NO_THROW(GemmTuning::parse(patched(variant, std::string(1, char(k_skinny_gemm_n_variants - 1)))));
-  EXPECT_NE(parse_error(patched(variant, std::string(1, char(k_skinny_gemm_n_variants)))).find("skinny variant"),
+  EXPECT_NE(parse_error(patched(variant, std::string(1, char(k_skinny_gemm_n_variants)))).find("kernel variant"),
             std::string::npos);
-  EXPECT_NE(parse_error(patched(variant, "\xff")).find("skinny variant"), std::string::npos);
+  EXPECT_NE(parse_error(patched(variant, "\xff")).find("kernel variant"), std::string::npos);
   EXPECT_NE(parse_error(patched(algo + 17, "\x01")).find("algorithm bytes"), std::string::npos);
   EXPECT_NE(parse_error(one(key(17, 4096, 4096), skinny(0))).find("cannot run"), std::string::npos) << "m bucket 32";
   EXPECT_NE(parse_error(one(key(1, 4096, 4100), skinny(0))).find("cannot run"), std::string::npos) << "k % 8 != 0";
@@ -242,7 +247,7 @@ TEST(GemmTuning, RejectsFp8SkinnyChoicesItCannotReplay) {
       EXPECT_EQ(back.find(key(m, 7, 4096)), nullptr) << "BF16 and FP8 weights are different keys";
     }
   }
-  EXPECT_NE(parse_error(one(fp8_key(1, 4096, 4096), skinny_fp8(k_fp8_skinny_n_variants))).find("skinny variant"),
+  EXPECT_NE(parse_error(one(fp8_key(1, 4096, 4096), skinny_fp8(k_fp8_skinny_n_variants))).find("kernel variant"),
             std::string::npos);
   EXPECT_NE(parse_error(one(fp8_key(9, 4096, 4096), skinny_fp8(0))).find("cannot run"), std::string::npos)
       << "m bucket 16";
@@ -262,6 +267,33 @@ TEST(GemmTuning, RejectsFp8SkinnyChoicesItCannotReplay) {
   EXPECT_NE(parse_error(one(fp8_key(1, 4096, 4112), skinny_fp8(k_fp8_mma_first_variant))).find("cannot run"),
             std::string::npos) << "k % 128 != 0";
   EXPECT_NO_THROW(GemmTuning::parse(one(fp8_key(1, 4096, 4112), skinny_fp8(0)))) << "the CUDA-core kernel takes it";
+}
+
+// The stream kernel: BF16 weights, m bucket 16 to 128 (it takes m >= 9), k a multiple of 8.
+TEST(GemmTuning, RejectsStreamChoicesItCannotReplay) {
+  const auto one = [](const GemmShapeKey& k, const GemmChoice& c) {
+    GemmTuning t;
+    t.insert(k, c);
+    return t.serialize();
+  };
+  for (std::uint8_t v = 0; v < k_stream_gemm_n_variants; ++v) {
+    for (const std::int64_t m : {9, 16, 32, 64, 128}) {
+      for (const DType out : {DType::bf16, DType::f32}) {
+        GemmShapeKey k = key(m, 4096, 4104);
+        k.out = out;
+        const GemmTuning back = GemmTuning::parse(one(k, stream(v)));
+        ASSERT_NE(back.find(k), nullptr);
+        EXPECT_EQ(back.find(k)->kind, GemmKind::stream);
+        EXPECT_EQ(back.find(k)->variant, v);
+      }
+    }
+  }
+  EXPECT_NE(parse_error(one(key(64, 4096, 4096), stream(k_stream_gemm_n_variants))).find("kernel variant"),
+            std::string::npos);
+  EXPECT_NE(parse_error(one(key(8, 4096, 4096), stream(0))).find("cannot run"), std::string::npos) << "m bucket 8";
+  EXPECT_NE(parse_error(one(key(192, 4096, 4096), stream(0))).find("cannot run"), std::string::npos) << "m bucket 192";
+  EXPECT_NE(parse_error(one(key(64, 4096, 4100), stream(0))).find("cannot run"), std::string::npos) << "k % 8 != 0";
+  EXPECT_NE(parse_error(one(fp8_key(64, 4096, 4096), stream(0))).find("other weights"), std::string::npos);
 }
 
 TEST(GemmTuning, RandomBytesNeverParse) {

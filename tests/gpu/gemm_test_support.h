@@ -1,0 +1,111 @@
+// Shared by the GEMM kernel tests (skinny, stream): random BF16 operands, outputs whose row padding
+// is poisoned and checked, the CPU backend's result from host copies of strided inputs, and the
+// tolerance against it.
+#pragma once
+
+#ifdef FLARE_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpu_support.h"
+#include "helios/cuda/gemm_runner.h"
+
+namespace flare::helios::gpu_testing {
+
+class GemmVersusCpuTest : public BackendVersusCpuTest {
+ protected:
+  std::vector<std::uint16_t> uniform_bf16(std::size_t n, float scale) {  // uniform in [-scale, scale)
+    std::uniform_real_distribution<float> uniform(-scale, scale);
+    std::vector<std::uint16_t> v(n);
+    for (auto& x : v) x = f32_to_bf16(uniform(rng_));
+    return v;
+  }
+
+  // An output [m, n] of `dtype` with row stride `stride`, every element poisoned (bf16 quiet NaN, f32 NaN).
+  Matrix poisoned_out(DType dtype, std::int64_t m, std::int64_t n, std::int64_t stride) {
+    const std::size_t count = std::size_t(m * stride);
+    Matrix o{gpu_->allocate(count * dtype_size_bytes(dtype)), {}};
+    if (dtype == DType::f32) {
+      const std::vector<float> nan(count, std::nanf(""));
+      gpu_->upload(*o.buffer, 0, nan.data(), count * 4);
+    } else {
+      const std::vector<std::uint16_t> nan(count, k_poison_bf16);
+      gpu_->upload(*o.buffer, 0, nan.data(), count * 2);
+    }
+    o.t = Tensor{o.buffer->data(), dtype, m, n, stride};
+    return o;
+  }
+
+  // The output's [m, n] values; fails the test where padding lost its poison.
+  std::vector<float> out_values(const Matrix& o, const std::string& what) {
+    const std::size_t count = std::size_t(o.t.rows * o.t.stride);
+    std::vector<float> raw(count);
+    if (o.t.dtype == DType::f32) {
+      gpu_->download(*o.buffer, 0, raw.data(), count * 4);
+    } else {
+      std::vector<std::uint16_t> bits(count);
+      gpu_->download(*o.buffer, 0, bits.data(), count * 2);
+      for (std::size_t i = 0; i < count; ++i) raw[i] = bits[i] == k_poison_bf16 ? std::nanf("") : bf16_to_f32(bits[i]);
+    }
+    std::vector<float> values;
+    std::size_t n_padding_written = 0;
+    for (std::int64_t r = 0; r < o.t.rows; ++r) {
+      for (std::int64_t c = 0; c < o.t.stride; ++c) {
+        const float v = raw[std::size_t(r * o.t.stride + c)];
+        if (c < o.t.cols) values.push_back(v);
+        else if (!std::isnan(v)) ++n_padding_written;
+      }
+    }
+    EXPECT_EQ(n_padding_written, 0u) << what << ": row padding was written";
+    return values;
+  }
+
+  // The CPU backend's F32 result of x[:m, :k] @ w[:n, :k]^T (+ bias[:n]) from host copies of the
+  // strided device inputs.
+  std::vector<float> cpu_reference(const std::vector<std::uint16_t>& x, std::int64_t x_stride,
+                                   const std::vector<std::uint16_t>& w, std::int64_t w_stride,
+                                   const std::vector<float>* bias, std::int64_t m, std::int64_t n, std::int64_t k) {
+    std::vector<std::uint16_t> x_dense(std::size_t(m * k)), w_dense(std::size_t(n * k));
+    for (std::int64_t r = 0; r < m; ++r) std::copy_n(x.begin() + r * x_stride, k, x_dense.begin() + r * k);
+    for (std::int64_t r = 0; r < n; ++r) std::copy_n(w.begin() + r * w_stride, k, w_dense.begin() + r * k);
+    Matrix cx = host_f32(cpu_, x_dense, m, k), cout = host_f32(cpu_, {}, m, n);
+    Matrix cw{cpu_.allocate(w_dense.size() * 2), {}};
+    std::memcpy(cw.buffer->data(), w_dense.data(), w_dense.size() * 2);
+    cw.t = Tensor::of(*cw.buffer, DType::bf16, n, k);
+    Matrix cb{cpu_.allocate(std::size_t(n) * 4), {}};
+    if (bias) std::memcpy(cb.buffer->data(), bias->data(), std::size_t(n) * 4);
+    cb.t = Tensor::of(*cb.buffer, DType::f32, 1, n);
+    cpu_.linear(cx.t, cw.t, bias ? &cb.t : nullptr, cout.t);
+    return host_values(cout);
+  }
+
+  cuda::GemmOperands operands(const Matrix& x, const Matrix& w, const Matrix* bias, const Matrix& out) const {
+    return {.x = CUdeviceptr(x.t.data), .x_stride = x.t.stride, .w = CUdeviceptr(w.t.data), .w_stride = w.t.stride,
+            .bias = bias ? CUdeviceptr(bias->t.data) : 0, .out = CUdeviceptr(out.t.data), .out_stride = out.t.stride,
+            .out_dtype = out.t.dtype, .m = x.t.rows, .n = w.t.rows, .k = w.t.cols};
+  }
+
+};
+
+// Within tolerance of the CPU: F32 outputs differ only by summation order, BF16 also by one rounding.
+inline bool within_tolerance(const std::vector<float>& got, const std::vector<float>& ref, bool f32, double* max_abs) {
+  const float atol = f32 ? 2e-3f : 2e-2f, rtol = f32 ? 1e-3f : 1.6e-2f;
+  bool ok = got.size() == ref.size();
+  for (std::size_t i = 0; ok && i < got.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - double(ref[i]));
+    if (!std::isfinite(got[i]) || d > atol + rtol * std::fabs(ref[i])) ok = false;
+    *max_abs = std::max(*max_abs, d);
+  }
+  return ok;
+}
+
+}  // namespace flare::helios::gpu_testing
+
+#endif  // FLARE_HAVE_CUDA
