@@ -6,7 +6,8 @@
 // Then its place in the GEMM race:
 // for the Llama-3.1-8B decode GEMMs at batch 64 a race over cuBLASLt's candidates and the stream
 // variants records a winner that replays bit-identically eagerly and inside a graph, and the test
-// prints cuBLASLt's best against the stream kernel's best (informational, not asserted).
+// prints cuBLASLt's best against the stream kernel's best (informational, not asserted); and a
+// frozen table's stream choices run through CudaBackend::linear, eagerly and in a graph.
 #ifdef FLARE_HAVE_CUDA
 
 #include <functional>
@@ -129,6 +130,48 @@ TEST_F(CudaStreamGemm, SplitRunsAreBitIdenticalAndRepeatable) {
         EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * 4), 0) << "variant " << v << " run " << run;
       }
     }
+  }
+}
+
+// A package's frozen table naming stream variants: CudaBackend::linear runs them (modules built for
+// sm_90a by the backend, programmatic dependent launch as the backend launches it, bias included,
+// BF16 and F32 outputs), eagerly and inside a graph capture, with no timing.
+TEST_F(CudaStreamGemm, FrozenStreamChoicesRunThroughTheBackend) {
+  if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
+  ASSERT_TRUE(gpu_->has_stream_gemm()) << "the backend left the stream GEMM out on sm_90";
+  const cuda::CublasLt lt(cuda::k_default_cuda_root);
+  const std::int64_t m = 40, n = 777, k = 1032;
+  const auto x = uniform_bf16(std::size_t(m * k), 1.0f), w = uniform_bf16(std::size_t(n * k), 0.05f);
+  std::vector<float> bias(static_cast<std::size_t>(n));
+  for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
+  const Matrix gx = device_bf16(*gpu_, x, m, k, k + 8), gw = device_bf16(*gpu_, w, n, k, k);
+  const Matrix gb = device_f32(*gpu_, bias, 1, n);
+  const std::vector<float> ref = cpu_reference(x, k, w, k, &bias, m, n, k);
+  for (int v = 0; v < k_stream_gemm_n_variants; ++v) {
+    GemmTuning table;
+    for (const DType out : {DType::bf16, DType::f32}) {
+      table.insert({GemmTuning::bucket_m(m), n, k, out, DType::bf16, true, gpu_->device().arch(), lt.version()},
+                   {.kind = GemmKind::stream, .variant = std::uint8_t(v), .algo = {}, .time_us = 1.0f, .n_candidates = 1});
+    }
+    GemmTuning frozen = GemmTuning::parse(table.serialize());
+    frozen.set_frozen(true);
+    gpu_->install_gemm_tuning(std::move(frozen));
+    for (const DType out : {DType::bf16, DType::f32}) {
+      const Matrix o = poisoned_out(out, m, n, n + 5);
+      gpu_->linear(gx.t, gw.t, &gb.t, o.t);
+      const std::string what = fmt::format("linear splits {} -> {}", k_stream_gemm_splits[std::size_t(v)], dtype_name(out));
+      const std::vector<float> eager = out_values(o, what);
+      double max_abs = 0.0;
+      EXPECT_TRUE(within_tolerance(eager, ref, out == DType::f32, &max_abs)) << what << ": " << max_abs;
+
+      const Matrix g = poisoned_out(out, m, n, n + 5);
+      auto graph = gpu_->capture([&] { gpu_->linear(gx.t, gw.t, &gb.t, g.t); });
+      ASSERT_NE(graph, nullptr);
+      gpu_->replay(*graph);
+      gpu_->synchronize();
+      EXPECT_EQ(out_values(g, what + " (graph)"), eager) << what;
+    }
+    EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 0);
   }
 }
 

@@ -60,6 +60,8 @@ class CudaBackend final : public Backend {
   // GEMMs (cuda_backend_gemm.cpp): "cublaslt" when cuBLASLt loaded, else "nvrtc" (the plain tiled
   // kernel, also used for any problem cuBLASLt has no algorithm for).
   std::string_view gemm_engine_name() const { return gemm_ ? "cublaslt" : "nvrtc"; }
+  // Whether the tensor-core streaming GEMM races here (stream_gemm_wanted() at construction).
+  bool has_stream_gemm() const { return gemm_ && gemm_->has_stream_gemm(); }
   // The algorithm table. It starts at effort default, attached to the kernel cache's table for this
   // GPU, cuBLASLt version and effort, which its races update.
   GemmTuning& gemm_tuning() { return gemm_tuning_; }

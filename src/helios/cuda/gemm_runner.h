@@ -79,6 +79,7 @@ class GemmRunner {
   void set_fp8_kernels(std::unique_ptr<Fp8Kernels> kernels) { fp8_ = std::move(kernels); }
   // The tensor-core streaming kernel (sm_90): until it is set, it does not race.
   void set_stream_gemm(std::unique_ptr<StreamGemm> stream) { stream_gemm_ = std::move(stream); }
+  bool has_stream_gemm() const { return stream_gemm_ != nullptr; }
   bool has_fp8_kernels() const { return fp8_ != nullptr; }
   // The FP8 skinny kernel's variant `variant` on a problem it takes, untimed and unplanned (the
   // backend's last resort); false when it does not take it or the launch fails.
