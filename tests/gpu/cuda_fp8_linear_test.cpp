@@ -295,7 +295,7 @@ TEST_F(CudaFp8Linear, KeepsOnlyScalingsItHasAGemmFor) {
 TEST_F(CudaFp8Linear, EverySkinnyVariantMatchesTheReference) {
   int n_runs = 0;
   for (const bool blocks : {true, false}) {
-    for (const auto [n, k] : {std::pair<std::int64_t, std::int64_t>{1000, 512}, {260, 4096}}) {
+    for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{1000, 512}, {260, 4096}}) {
       const Fp8Weight w = weight(n, k, blocks);
       const DeviceWeight dw = upload(w);
       std::vector<float> bias(static_cast<std::size_t>(n));
@@ -331,7 +331,7 @@ TEST_F(CudaFp8Linear, EverySkinnyVariantMatchesTheReference) {
 TEST_F(CudaFp8Linear, CublasLtMatchesTheQuantizedReference) {
   install(GemmTuning());  // frozen and empty: the heuristic's first cuBLASLt algorithm for every shape
   for (const bool blocks : {true, false}) {
-    for (const auto [n, k] : {std::pair<std::int64_t, std::int64_t>{1024, 512}, {256, 4096}, {1000, 2048}}) {
+    for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{1024, 512}, {256, 4096}, {1000, 2048}}) {
       const Fp8Weight w = weight(n, k, blocks);
       const DeviceWeight dw = upload(w);
       const std::vector<float> bias(static_cast<std::size_t>(n), 0.5f);
