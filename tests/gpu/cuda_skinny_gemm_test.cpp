@@ -38,25 +38,15 @@ class CudaSkinnyGemm : public GemmVersusCpuTest {
   void SetUp() override {
     GemmVersusCpuTest::SetUp();
     if (!gpu_) return;  // skipped
-    // The per-tile modules the backend compiled at construction, from the same kernel cache.
-    cuda::Nvrtc nvrtc(cuda::k_default_cuda_root);
-    for (const int tile : cuda::SkinnyGemm::k_tiles) {
-      cuda::CompileOptions options;
-      options.arch = gpu_->device().arch();
-      options.defines = {{"SKINNY_M", std::to_string(tile)}};
-      modules_[tile] = std::make_unique<cuda::Module>(
-          "skinny_gemm", nvrtc.compile_cached(gpu_->kernel_cache(), cuda::embedded_kernel(cuda::k_skinny_gemm_source),
-                                              options));
-    }
+    load_tile_modules(cuda::k_skinny_gemm_source, "SKINNY_M", cuda::SkinnyGemm::k_tiles, gpu_->device().arch());
     skinny_ = make_skinny();
   }
 
   std::unique_ptr<cuda::SkinnyGemm> make_skinny() {
     return std::make_unique<cuda::SkinnyGemm>(
-        [this](const std::string& entry, int tile) { return modules_.at(tile)->function(entry.c_str()); }, false);
+        [this](const std::string& entry, int tile) { return tile_function(entry, tile); }, false);
   }
 
-  std::map<int, std::unique_ptr<cuda::Module>> modules_;  // by x-row tile
   std::unique_ptr<cuda::SkinnyGemm> skinny_;
 };
 
@@ -199,39 +189,9 @@ TEST_F(CudaSkinnyGemm, RaceRecordsAWinnerThatReplaysBitIdentically) {
 // BF16 and F32 outputs), eagerly and inside a graph capture, with no timing.
 TEST_F(CudaSkinnyGemm, FrozenSkinnyChoicesRunThroughTheBackend) {
   if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
-  const cuda::CublasLt lt(cuda::k_default_cuda_root);
-  const std::int64_t m = 5, n = 777, k = 1032;
-  const auto x = uniform_bf16(std::size_t(m * k), 1.0f), w = uniform_bf16(std::size_t(n * k), 0.05f);
-  std::vector<float> bias(static_cast<std::size_t>(n));
-  for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
-  const Matrix gx = device_bf16(*gpu_, x, m, k, k + 8), gw = device_bf16(*gpu_, w, n, k, k);
-  const Matrix gb = device_f32(*gpu_, bias, 1, n);
-  const std::vector<float> ref = cpu_reference(x, k, w, k, &bias, m, n, k);
   for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
-    GemmTuning table;
-    for (const DType out : {DType::bf16, DType::f32}) {
-      table.insert({GemmTuning::bucket_m(m), n, k, out, DType::bf16, true, gpu_->device().arch(), lt.version()},
-                   {.kind = GemmKind::skinny, .variant = std::uint8_t(v), .algo = {}, .time_us = 1.0f, .n_candidates = 1});
-    }
-    GemmTuning frozen = GemmTuning::parse(table.serialize());
-    frozen.set_frozen(true);
-    gpu_->install_gemm_tuning(std::move(frozen));
-    for (const DType out : {DType::bf16, DType::f32}) {
-      const Matrix o = poisoned_out(out, m, n, n + 5);
-      gpu_->linear(gx.t, gw.t, &gb.t, o.t);
-      const std::string what = fmt::format("linear variant {} -> {}", v, dtype_name(out));
-      const std::vector<float> eager = out_values(o, what);
-      double max_abs = 0.0;
-      EXPECT_TRUE(within_tolerance(eager, ref, out == DType::f32, &max_abs)) << what << ": " << max_abs;
-
-      const Matrix g = poisoned_out(out, m, n, n + 5);
-      auto graph = gpu_->capture([&] { gpu_->linear(gx.t, gw.t, &gb.t, g.t); });
-      ASSERT_NE(graph, nullptr);
-      gpu_->replay(*graph);
-      gpu_->synchronize();
-      EXPECT_EQ(out_values(g, what + " (graph)"), eager) << what;
-    }
-    EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 0);
+    expect_frozen_choice_runs_through_the_backend(5, 777, 1032, {.kind = GemmKind::skinny, .variant = std::uint8_t(v)},
+                                                  fmt::format("variant {}", v));
   }
 }
 

@@ -39,24 +39,15 @@ class CudaStreamGemm : public GemmVersusCpuTest {
     GemmVersusCpuTest::SetUp();
     if (!gpu_) return;  // skipped
     if (!cuda::StreamGemm::available(gpu_->device())) GTEST_SKIP() << "the stream GEMM runs on sm_90 only";
-    cuda::Nvrtc nvrtc(cuda::k_default_cuda_root);
-    for (const int tile : cuda::StreamGemm::k_tiles) {
-      cuda::CompileOptions options;
-      options.arch = gpu_->device().arch() + "a";
-      options.defines = {{"STREAM_N", std::to_string(tile)}};
-      modules_[tile] = std::make_unique<cuda::Module>(
-          "stream_gemm", nvrtc.compile_cached(gpu_->kernel_cache(), cuda::embedded_kernel(cuda::k_stream_gemm_source),
-                                              options));
-    }
+    load_tile_modules(cuda::k_stream_gemm_source, "STREAM_N", cuda::StreamGemm::k_tiles, gpu_->device().arch() + "a");
     stream_ = make_stream();
   }
 
   std::unique_ptr<cuda::StreamGemm> make_stream() {
     return std::make_unique<cuda::StreamGemm>(
-        [this](const std::string& entry, int tile) { return modules_.at(tile)->function(entry.c_str()); }, false);
+        [this](const std::string& entry, int tile) { return tile_function(entry, tile); }, false);
   }
 
-  std::map<int, std::unique_ptr<cuda::Module>> modules_;  // by x-row tile
   std::unique_ptr<cuda::StreamGemm> stream_;
 };
 
@@ -139,39 +130,9 @@ TEST_F(CudaStreamGemm, SplitRunsAreBitIdenticalAndRepeatable) {
 TEST_F(CudaStreamGemm, FrozenStreamChoicesRunThroughTheBackend) {
   if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
   ASSERT_TRUE(gpu_->has_stream_gemm()) << "the backend left the stream GEMM out on sm_90";
-  const cuda::CublasLt lt(cuda::k_default_cuda_root);
-  const std::int64_t m = 40, n = 777, k = 1032;
-  const auto x = uniform_bf16(std::size_t(m * k), 1.0f), w = uniform_bf16(std::size_t(n * k), 0.05f);
-  std::vector<float> bias(static_cast<std::size_t>(n));
-  for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
-  const Matrix gx = device_bf16(*gpu_, x, m, k, k + 8), gw = device_bf16(*gpu_, w, n, k, k);
-  const Matrix gb = device_f32(*gpu_, bias, 1, n);
-  const std::vector<float> ref = cpu_reference(x, k, w, k, &bias, m, n, k);
   for (int v = 0; v < k_stream_gemm_n_variants; ++v) {
-    GemmTuning table;
-    for (const DType out : {DType::bf16, DType::f32}) {
-      table.insert({GemmTuning::bucket_m(m), n, k, out, DType::bf16, true, gpu_->device().arch(), lt.version()},
-                   {.kind = GemmKind::stream, .variant = std::uint8_t(v), .algo = {}, .time_us = 1.0f, .n_candidates = 1});
-    }
-    GemmTuning frozen = GemmTuning::parse(table.serialize());
-    frozen.set_frozen(true);
-    gpu_->install_gemm_tuning(std::move(frozen));
-    for (const DType out : {DType::bf16, DType::f32}) {
-      const Matrix o = poisoned_out(out, m, n, n + 5);
-      gpu_->linear(gx.t, gw.t, &gb.t, o.t);
-      const std::string what = fmt::format("linear splits {} -> {}", k_stream_gemm_splits[std::size_t(v)], dtype_name(out));
-      const std::vector<float> eager = out_values(o, what);
-      double max_abs = 0.0;
-      EXPECT_TRUE(within_tolerance(eager, ref, out == DType::f32, &max_abs)) << what << ": " << max_abs;
-
-      const Matrix g = poisoned_out(out, m, n, n + 5);
-      auto graph = gpu_->capture([&] { gpu_->linear(gx.t, gw.t, &gb.t, g.t); });
-      ASSERT_NE(graph, nullptr);
-      gpu_->replay(*graph);
-      gpu_->synchronize();
-      EXPECT_EQ(out_values(g, what + " (graph)"), eager) << what;
-    }
-    EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 0);
+    expect_frozen_choice_runs_through_the_backend(40, 777, 1032, {.kind = GemmKind::stream, .variant = std::uint8_t(v)},
+                                                  fmt::format("splits {}", k_stream_gemm_splits[std::size_t(v)]));
   }
 }
 
@@ -182,7 +143,6 @@ TEST_F(CudaStreamGemm, FrozenStreamChoicesRunThroughTheBackend) {
 TEST_F(CudaStreamGemm, DecodeBatch64RaceAndTimings) {
   if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
   const cuda::CublasLt lt(cuda::k_default_cuda_root);
-  const cuda::Driver& d = cuda::driver();
   bench::cuda::DeviceFill fill(*gpu_);
   bench::DeviceRates rates;
   bench::cuda::measure_copy_bandwidth(*gpu_, std::uint64_t(1) << 30, bench::BenchOptions{}, rates);
@@ -226,18 +186,10 @@ TEST_F(CudaStreamGemm, DecodeBatch64RaceAndTimings) {
     runner.run(op_of(0, again), tuning);
     EXPECT_EQ(out_values(again, s.what), first) << s.what << ": the plan replays its winner";
     const Matrix g = poisoned_out(DType::bf16, m, s.n, s.n);
+    auto graph = gpu_->capture([&] { runner.run(op_of(0, g), tuning); });  // the runner enqueues on the backend's stream
+    ASSERT_NE(graph, nullptr);
+    gpu_->replay(*graph);
     gpu_->synchronize();
-    cuda::check(d.stream_begin_capture(gpu_->stream().handle(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                "cuStreamBeginCapture");
-    runner.run(op_of(0, g), tuning);
-    CUgraph graph = nullptr;
-    cuda::check(d.stream_end_capture(gpu_->stream().handle(), &graph), "cuStreamEndCapture");
-    CUgraphExec exec = nullptr;
-    cuda::check(d.graph_instantiate(&exec, graph, 0), "cuGraphInstantiate");
-    cuda::check(d.graph_launch(exec, gpu_->stream().handle()), "cuGraphLaunch");
-    gpu_->synchronize();
-    d.graph_exec_destroy(exec);
-    d.graph_destroy(graph);
     EXPECT_EQ(out_values(g, s.what), first) << s.what << ": the graph replays the same kernel";
 
     // Informational timings.
@@ -245,19 +197,10 @@ TEST_F(CudaStreamGemm, DecodeBatch64RaceAndTimings) {
     // Device time per GEMM: 20 launches captured in a graph, so host launch costs do not count.
     const auto time_us = [&](const std::function<void(const cuda::GemmOperands&)>& enqueue) {
       constexpr int k_per_graph = 20;
-      gpu_->synchronize();
-      cuda::check(d.stream_begin_capture(gpu_->stream().handle(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                  "cuStreamBeginCapture");
-      for (int i = 0; i < k_per_graph; ++i) enqueue(op_of(std::size_t(i) % n_copies, o));
-      CUgraph timed = nullptr;
-      cuda::check(d.stream_end_capture(gpu_->stream().handle(), &timed), "cuStreamEndCapture");
-      CUgraphExec timed_exec = nullptr;
-      cuda::check(d.graph_instantiate(&timed_exec, timed, 0), "cuGraphInstantiate");
-      const bench::Timing t = bench::cuda::time_runs(gpu_->stream(), 2, 10, [&] {
-        cuda::check(d.graph_launch(timed_exec, gpu_->stream().handle()), "cuGraphLaunch");
+      auto timed = gpu_->capture([&] {
+        for (int i = 0; i < k_per_graph; ++i) enqueue(op_of(std::size_t(i) % n_copies, o));
       });
-      d.graph_exec_destroy(timed_exec);
-      d.graph_destroy(timed);
+      const bench::Timing t = bench::cuda::time_runs(gpu_->stream(), 2, 10, [&] { gpu_->replay(*timed); });
       return 1000.0 * t.median_ms / k_per_graph;
     };
     cuda::GemmRunner cublaslt_only(lt, gpu_->device().arch(), gpu_->stream());

@@ -6,6 +6,9 @@
 #ifdef FLARE_HAVE_CUDA
 
 #include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,12 +18,45 @@
 #include <gtest/gtest.h>
 
 #include "gpu_support.h"
+#include "helios/cuda/cublaslt.h"
+#include "helios/cuda/kernel_sources.h"
+#include "helios/cuda/nvrtc.h"
 #include "helios/cuda/gemm_runner.h"
 
 namespace flare::helios::gpu_testing {
 
+// Within tolerance of the CPU: F32 outputs differ only by summation order, BF16 also by one rounding.
+inline bool within_tolerance(const std::vector<float>& got, const std::vector<float>& ref, bool f32, double* max_abs) {
+  const float atol = f32 ? 2e-3f : 2e-2f, rtol = f32 ? 1e-3f : 1.6e-2f;
+  bool ok = got.size() == ref.size();
+  for (std::size_t i = 0; ok && i < got.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - double(ref[i]));
+    if (!std::isfinite(got[i]) || d > atol + rtol * std::fabs(ref[i])) ok = false;
+    *max_abs = std::max(*max_abs, d);
+  }
+  return ok;
+}
+
 class GemmVersusCpuTest : public BackendVersusCpuTest {
  protected:
+  // Compiles kernel source `source` once per tile (define `define`=tile) for `arch` through the
+  // backend's kernel cache (so these are the modules the backend built) into modules_.
+  template <std::size_t N>
+  void load_tile_modules(const char* source, const char* define, const std::array<int, N>& tiles,
+                         const std::string& arch) {
+    cuda::Nvrtc nvrtc(cuda::k_default_cuda_root);
+    for (const int tile : tiles) {
+      cuda::CompileOptions options;
+      options.arch = arch;
+      options.defines = {{define, std::to_string(tile)}};
+      modules_[tile] = std::make_unique<cuda::Module>(
+          source, nvrtc.compile_cached(gpu_->kernel_cache(), cuda::embedded_kernel(source), options));
+    }
+  }
+  CUfunction tile_function(const std::string& entry, int tile) const { return modules_.at(tile)->function(entry.c_str()); }
+
+  std::map<int, std::unique_ptr<cuda::Module>> modules_;  // by tile
+
   std::vector<std::uint16_t> uniform_bf16(std::size_t n, float scale) {  // uniform in [-scale, scale)
     std::uniform_real_distribution<float> uniform(-scale, scale);
     std::vector<std::uint16_t> v(n);
@@ -86,6 +122,45 @@ class GemmVersusCpuTest : public BackendVersusCpuTest {
     return host_values(cout);
   }
 
+  // A package's frozen table naming `choice` for [m, k] x [n, k]^T + bias (strided x): the backend's
+  // linear() runs it for BF16 and F32 outputs, eagerly and inside a graph capture, matches the CPU,
+  // replays the same bits, and times nothing.
+  void expect_frozen_choice_runs_through_the_backend(std::int64_t m, std::int64_t n, std::int64_t k, GemmChoice choice,
+                                                     const std::string& label) {
+    const cuda::CublasLt lt(cuda::k_default_cuda_root);
+    const auto x = uniform_bf16(std::size_t(m * k), 1.0f), w = uniform_bf16(std::size_t(n * k), 0.05f);
+    std::vector<float> bias(static_cast<std::size_t>(n));
+    for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
+    const Matrix gx = device_bf16(*gpu_, x, m, k, k + 8), gw = device_bf16(*gpu_, w, n, k, k);
+    const Matrix gb = device_f32(*gpu_, bias, 1, n);
+    const std::vector<float> ref = cpu_reference(x, k, w, k, &bias, m, n, k);
+    choice.time_us = 1.0f;
+    choice.n_candidates = 1;
+    GemmTuning table;
+    for (const DType out : {DType::bf16, DType::f32}) {
+      table.insert({GemmTuning::bucket_m(m), n, k, out, DType::bf16, true, gpu_->device().arch(), lt.version()}, choice);
+    }
+    GemmTuning frozen = GemmTuning::parse(table.serialize());
+    frozen.set_frozen(true);
+    gpu_->install_gemm_tuning(std::move(frozen));
+    for (const DType out : {DType::bf16, DType::f32}) {
+      const Matrix o = poisoned_out(out, m, n, n + 5);
+      gpu_->linear(gx.t, gw.t, &gb.t, o.t);
+      const std::string what = "linear " + label + " -> " + std::string(dtype_name(out));
+      const std::vector<float> eager = out_values(o, what);
+      double max_abs = 0.0;
+      EXPECT_TRUE(within_tolerance(eager, ref, out == DType::f32, &max_abs)) << what << ": " << max_abs;
+
+      const Matrix g = poisoned_out(out, m, n, n + 5);
+      auto graph = gpu_->capture([&] { gpu_->linear(gx.t, gw.t, &gb.t, g.t); });
+      ASSERT_NE(graph, nullptr);
+      gpu_->replay(*graph);
+      gpu_->synchronize();
+      EXPECT_EQ(out_values(g, what + " (graph)"), eager) << what;
+    }
+    EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 0);
+  }
+
   cuda::GemmOperands operands(const Matrix& x, const Matrix& w, const Matrix* bias, const Matrix& out) const {
     return {.x = CUdeviceptr(x.t.data), .x_stride = x.t.stride, .w = CUdeviceptr(w.t.data), .w_stride = w.t.stride,
             .bias = bias ? CUdeviceptr(bias->t.data) : 0, .out = CUdeviceptr(out.t.data), .out_stride = out.t.stride,
@@ -93,18 +168,6 @@ class GemmVersusCpuTest : public BackendVersusCpuTest {
   }
 
 };
-
-// Within tolerance of the CPU: F32 outputs differ only by summation order, BF16 also by one rounding.
-inline bool within_tolerance(const std::vector<float>& got, const std::vector<float>& ref, bool f32, double* max_abs) {
-  const float atol = f32 ? 2e-3f : 2e-2f, rtol = f32 ? 1e-3f : 1.6e-2f;
-  bool ok = got.size() == ref.size();
-  for (std::size_t i = 0; ok && i < got.size(); ++i) {
-    const double d = std::fabs(double(got[i]) - double(ref[i]));
-    if (!std::isfinite(got[i]) || d > atol + rtol * std::fabs(ref[i])) ok = false;
-    *max_abs = std::max(*max_abs, d);
-  }
-  return ok;
-}
 
 }  // namespace flare::helios::gpu_testing
 
