@@ -30,9 +30,6 @@ namespace {
 
 using namespace gpu_testing;
 
-constexpr std::int64_t k_max_n = 4103, k_max_k = 4104;
-constexpr std::int64_t k_w_stride = 4112, k_x_stride = 4120;  // 16-byte aligned rows, wider than k
-
 class CudaSkinnyGemm : public GemmVersusCpuTest {
  protected:
   void SetUp() override {
@@ -51,47 +48,16 @@ class CudaSkinnyGemm : public GemmVersusCpuTest {
 };
 
 TEST_F(CudaSkinnyGemm, EveryVariantMatchesTheCpu) {
-  // One strided x and w; each problem is their top-left [m, k] and [n, k] corner.
-  const auto x = uniform_bf16(std::size_t(16 * k_x_stride), 1.0f);
-  const auto w = uniform_bf16(std::size_t(k_max_n * k_w_stride), 0.05f);
-  std::vector<float> bias(static_cast<std::size_t>(k_max_n));
-  for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
-  const Matrix gx = device_bf16(*gpu_, x, 16, k_x_stride, k_x_stride);
-  const Matrix gw = device_bf16(*gpu_, w, k_max_n, k_w_stride, k_w_stride);
-  const Matrix gb = device_f32(*gpu_, bias, 1, k_max_n);
-  int i = 0, n_runs = 0;
-  for (const std::int64_t m : {1, 2, 3, 4, 5, 8, 13, 16}) {
-    for (const std::int64_t n : {1, 7, 64, 4103}) {
-      for (const std::int64_t k : {8, 64, 4096, 4104}) {
-        const bool with_bias = ++i % 2 == 0;
-        const std::vector<float> ref = cpu_reference(x, k_x_stride, w, k_w_stride, with_bias ? &bias : nullptr, m, n, k);
-        const Matrix xs{nullptr, Tensor{gx.t.data, DType::bf16, m, k, k_x_stride}};
-        const Matrix ws{nullptr, Tensor{gw.t.data, DType::bf16, n, k, k_w_stride}};
-        for (const DType out : {DType::bf16, DType::f32}) {
-          double max_abs = 0.0;
-          for (int v = 0; v < k_skinny_gemm_n_variants; ++v) {
-            const Matrix o = poisoned_out(out, m, n, n + (out == DType::f32 ? 2 : 3));
-            const cuda::GemmOperands op = operands(xs, ws, with_bias ? &gb : nullptr, o);
-            ASSERT_TRUE(cuda::SkinnyGemm::supports(op));
-            ASSERT_TRUE(skinny_->enqueue(op, v, gpu_->stream()));
-            const std::string what = fmt::format("[{}, {}] x [{}, {}]^T{} -> {} variant {}", m, k, n, k,
-                                                 with_bias ? " + bias" : "", dtype_name(out), v);
-            const std::vector<float> got = out_values(o, what);
-            double case_abs = 0.0;
-            EXPECT_TRUE(within_tolerance(got, ref, out == DType::f32, &case_abs)) << what << ": max abs error " << case_abs;
-            max_abs = std::max(max_abs, case_abs);
-            ++n_runs;
-          }
-          if (n == k_max_n && (k == 4096 || k == 4104)) {
-            std::printf("[ error    ] [%2lld, %lld] x [%lld, %lld]^T%s -> %s, all variants: max_abs=%.3e\n",
-                        (long long)m, (long long)k, (long long)n, (long long)k, with_bias ? " + bias" : "",
-                        std::string(dtype_name(out)).c_str(), max_abs);
-          }
-        }
-      }
-    }
-  }
+  const int n_runs = compare_every_variant_with_the_cpu(
+      {1, 2, 3, 4, 5, 8, 13, 16}, {1, 7, 64, 4103}, {8, 64, 4096, 4104}, k_skinny_gemm_n_variants,
+      [](int v) { return fmt::format("variant {}", v); },
+      [&](const cuda::GemmOperands& op, int v) {
+        EXPECT_TRUE(cuda::SkinnyGemm::supports(op));
+        EXPECT_TRUE(skinny_->enqueue(op, v, gpu_->stream()));
+        return true;
+      });
   std::printf("[ skinny   ] %d runs compared\n", n_runs);
+  EXPECT_EQ(n_runs, 8 * 4 * 4 * 2 * k_skinny_gemm_n_variants);
 }
 
 TEST_F(CudaSkinnyGemm, DenseRowsAndRunsAreBitIdentical) {

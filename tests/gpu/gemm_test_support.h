@@ -7,13 +7,18 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
-#include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -159,6 +164,61 @@ class GemmVersusCpuTest : public BackendVersusCpuTest {
       EXPECT_EQ(out_values(g, what + " (graph)"), eager) << what;
     }
     EXPECT_EQ(gpu_->gemm_tuning().n_timed(), 0);
+  }
+
+  // Runs one kernel variant on a problem: false when the variant does not take it (skipped), else
+  // it has enqueued the GEMM on the backend's stream.
+  using VariantRun = std::function<bool(const cuda::GemmOperands& op, int variant)>;
+
+  // Every problem of ms x ns x ks (top-left corners of one x [ms.back(), 4120-stride] and one w
+  // [ns.back(), 4112-stride], rows 16-byte aligned and wider than k; a bias on every other shape),
+  // with BF16 and F32 outputs whose padding is poisoned, through `run` for each of n_variants
+  // variants, each result against the CPU. Prints the largest error over the variants for the
+  // widest n at k >= 4096; returns how many runs were compared.
+  int compare_every_variant_with_the_cpu(std::initializer_list<std::int64_t> ms, std::initializer_list<std::int64_t> ns,
+                                         std::initializer_list<std::int64_t> ks, int n_variants,
+                                         const std::function<std::string(int)>& variant_name, const VariantRun& run) {
+    constexpr std::int64_t x_stride = 4120, w_stride = 4112;
+    const std::int64_t max_m = *std::max_element(ms.begin(), ms.end());
+    const std::int64_t max_n = *std::max_element(ns.begin(), ns.end());
+    const auto x = uniform_bf16(std::size_t(max_m * x_stride), 1.0f);
+    const auto w = uniform_bf16(std::size_t(max_n * w_stride), 0.05f);
+    std::vector<float> bias(static_cast<std::size_t>(max_n));
+    for (auto& b : bias) b = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng_);
+    const Matrix gx = device_bf16(*gpu_, x, max_m, x_stride, x_stride);
+    const Matrix gw = device_bf16(*gpu_, w, max_n, w_stride, w_stride);
+    const Matrix gb = device_f32(*gpu_, bias, 1, max_n);
+    int i = 0, n_runs = 0;
+    for (const std::int64_t m : ms) {
+      for (const std::int64_t n : ns) {
+        for (const std::int64_t k : ks) {
+          const bool with_bias = ++i % 2 == 0;
+          const std::vector<float> ref = cpu_reference(x, x_stride, w, w_stride, with_bias ? &bias : nullptr, m, n, k);
+          const Matrix xs{nullptr, Tensor{gx.t.data, DType::bf16, m, k, x_stride}};
+          const Matrix ws{nullptr, Tensor{gw.t.data, DType::bf16, n, k, w_stride}};
+          for (const DType out : {DType::bf16, DType::f32}) {
+            double max_abs = 0.0;
+            for (int v = 0; v < n_variants; ++v) {
+              const Matrix o = poisoned_out(out, m, n, n + (out == DType::f32 ? 2 : 3));
+              if (!run(operands(xs, ws, with_bias ? &gb : nullptr, o), v)) continue;
+              const std::string what = fmt::format("[{}, {}] x [{}, {}]^T{} -> {} {}", m, k, n, k,
+                                                   with_bias ? " + bias" : "", dtype_name(out), variant_name(v));
+              const std::vector<float> got = out_values(o, what);
+              double case_abs = 0.0;
+              EXPECT_TRUE(within_tolerance(got, ref, out == DType::f32, &case_abs)) << what << ": max abs error " << case_abs;
+              max_abs = std::max(max_abs, case_abs);
+              ++n_runs;
+            }
+            if (n == max_n && k >= 4096) {
+              std::printf("[ error    ] [%3lld, %lld] x [%lld, %lld]^T%s -> %s, all variants: max_abs=%.3e\n",
+                          (long long)m, (long long)k, (long long)n, (long long)k, with_bias ? " + bias" : "",
+                          std::string(dtype_name(out)).c_str(), max_abs);
+            }
+          }
+        }
+      }
+    }
+    return n_runs;
   }
 
   cuda::GemmOperands operands(const Matrix& x, const Matrix& w, const Matrix* bias, const Matrix& out) const {

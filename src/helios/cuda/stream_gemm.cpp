@@ -1,6 +1,7 @@
 // Loading and launching the tensor-core streaming GEMM (see stream_gemm.h).
 #include "helios/cuda/stream_gemm.h"
 
+#include <algorithm>
 #include <bit>
 #include <climits>
 
