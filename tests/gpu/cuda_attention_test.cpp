@@ -146,7 +146,7 @@ TEST_F(CudaAttention, DecodeMatchesTheCpu) {
   for (const DType kv : {DType::bf16, DType::f8_e4m3}) {
     for (const Heads h : {Heads{32, 8, 128}, Heads{16, 8, 64}, Heads{4, 4, 128}, Heads{32, 8, 64}, Heads{16, 8, 128},
                           Heads{4, 4, 64}}) {
-      for (const int n_rows : {1, 2, 7, 33}) {
+      for (const int n_rows : {1, 2, 7, 20, 33}) {  // 7 and 20: CTAs taking several split items
         check("decode", h, kv, decode_rows(n_rows, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
       }
     }
@@ -158,11 +158,16 @@ TEST_F(CudaAttention, DecodeMatchesTheCpu) {
     check("decode", Heads{32, 8, 128}, kv, decode_rows(8, rng_), 17, 7, 1.0f, 4e-3f, 1e-2f);
     check("decode", Heads{28, 4, 128}, kv, decode_rows(7, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
     check("decode", Heads{64, 4, 128}, kv, decode_rows(7, rng_), 0, 32, 1.0f, 4e-3f, 1e-2f);
-    // Batches wider than a wave of CTAs (a decode CTA per row, split and head group), whose rows
-    // mix live, dead and one-split items; with and without a window.
+    // Batches of more items (row, head group, split) than resident CTAs, so that each CTA works
+    // through several, mixing live, dead and one-split items; with and without a window.
     check("decode", Heads{32, 8, 128}, kv, decode_rows(150, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
     check("decode", Heads{16, 8, 64}, kv, decode_rows(150, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
     check("decode", Heads{32, 8, 128}, kv, decode_rows(150, rng_), 300, 16, 1.0f, 4e-3f, 1e-2f);
+    // More items than the resident CTAs' item tables hold (128 each; four CTAs an SM at head dim 64:
+    // 67,584 on an H200's 132 SMs), so the grid grows past the resident CTAs.
+    Rows many;
+    for (int r = 0; r < 4400; ++r) many.emplace_back(1, r % 16);
+    check("decode", Heads{16, 16, 64}, kv, many, 0, 16, 1.0f, 4e-3f, 1e-2f);
   }
 }
 

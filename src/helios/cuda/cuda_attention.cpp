@@ -26,6 +26,7 @@ constexpr int k_min_keys_per_split = 256;         // fewer keys than this per sp
 // with 32 x 8k attention unchanged).
 constexpr int k_decode_ctas_per_sm = 2;
 constexpr int k_max_decode_heads_per_cta = 16;    // GROUP of attention_decode.cu (two mma n-tiles)
+constexpr int k_decode_cta_items = 128;           // k_max_cta_items of attention_decode.cu
 // The decode scratch is first sized for this many rows, so that graphs captured after the first
 // decode step (up to that batch) never see it move.
 constexpr std::int64_t k_scratch_rows = 1024;
@@ -55,26 +56,36 @@ int decode_splits(std::int64_t n_ctas, int n_sms, std::int64_t max_keys) {
 // the kernel's unit size.
 int attention_decode_stage_bytes(int head_dim, bool fp8) { return 64 * 2 * head_dim * (fp8 ? 1 : 2); }
 
-// Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200:
-//   - BF16 at head dim 128 (Llama-3.1-8B shape): 4 where the device lets a CTA hold them (128 KiB:
-//     one CTA an SM on sm_80 and sm_90), else 3 (the 99 KiB of sm_86, sm_89 and sm_120). At 32 x 8k,
-//     4 stages ran 0.286-0.291 ms (87-88% of copy bandwidth) against 0.315-0.322 ms with 3, and the
-//     batch-1 step 4.05 ms against 4.11.
-//   - BF16 at head dim 64 (Llama-3.2-1B shape): 3. Four (64 KiB, three CTAs an SM) took 32 x 8k
-//     from 0.166 to 0.213 ms and the batch-64 step from 1.71 to 1.93 ms.
-//   - FP8: 2 (four CTAs an SM, by registers: with more warps resident the FP8 conversions hide the
-//     loads better than a deeper ring does; 3 and 4 stages took 0.19 ms against 0.16).
-int attention_decode_stages(int head_dim, bool fp8, int max_shared_bytes) {
-  if (fp8) return 2;
-  return head_dim == 128 && 4 * attention_decode_stage_bytes(head_dim, fp8) <= max_shared_bytes ? 4 : 3;
+// The decode kernel's static shared memory, over-estimated (s_items, s_ml, s_weight, s_m, s_l and
+// s_last of attention_decode.cu), so that the ring's choice leaves room for it.
+int attention_decode_static_bytes(int group) {
+  return k_decode_cta_items * 32 + group * k_max_decode_splits * 12 + 2 * 4 * group * 4 + 64;
 }
 
 // The decode kernel's dynamic shared memory (k_smem_bytes of attention_decode.cu; the kernel traps
-// on less): the copy ring, or the four warps' accumulators of `group` heads if those are larger.
+// on less): the copy ring, then the four warps' accumulators of `group` heads.
 unsigned attention_decode_smem_bytes(int head_dim, bool fp8, int group, int stages) {
-  const int ring = stages * attention_decode_stage_bytes(head_dim, fp8);
-  const int accumulators = 4 * group * (head_dim + 4) * 4;
-  return unsigned(std::max(ring, accumulators));
+  return unsigned(stages * attention_decode_stage_bytes(head_dim, fp8) + 4 * group * (head_dim + 4) * 4);
+}
+
+// Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200 with the kernel's
+// CTAs each working through several items:
+//   - 2 at head dim 128, BF16 (Llama-3.1-8B shape) and FP8: two CTAs an SM for BF16 (64 KiB of
+//     ring each), four for FP8 (by registers). At 64 rows x 1k (the batch-64 step's attention),
+//     BF16 took 0.069 ms against 0.075 with 3 stages (two CTAs an SM) and 0.077 with 4 (one), and
+//     32 x 8k 0.251 ms against 0.271 and 0.263; eight warps a CTA instead of four (one CTA an SM)
+//     took 0.072 and 0.251 ms with 2 stages, 0.081 and 0.279 with 3.
+//   - 3 at head dim 64 (Llama-3.2-1B shape; measured before CTAs took several items): four (64 KiB,
+//     three CTAs an SM) took 32 x 8k from 0.166 to 0.213 ms and the batch-64 step from 1.71 to 1.93 ms.
+// Fewer where the device's shared memory per CTA (99 KiB on sm_86, sm_89 and sm_120) cannot hold them.
+int attention_decode_stages(int head_dim, bool fp8, int group, int max_shared_bytes) {
+  const int wanted = fp8 || head_dim == 128 ? 2 : 3;
+  for (int stages = wanted; stages > 2; --stages) {
+    if (int(attention_decode_smem_bytes(head_dim, fp8, group, stages)) + attention_decode_static_bytes(group) <=
+        max_shared_bytes)
+      return stages;
+  }
+  return 2;
 }
 
 }  // namespace
@@ -167,10 +178,10 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = arrays_.block_tables;
   long long q_stride = q.stride, out_stride = out.stride;
   int layer = p.layer, n_pages = l.n_pages, n_kv = l.n_kv_heads, n_heads = p.n_heads;
-  int window = p.sliding_window;
+  int window = p.sliding_window, n_rows_arg = n_rows;
   float scale_log2 = p.scale * k_log2e;
   const bool fp8 = l.dtype == DType::f8_e4m3;
-  const int stages = attention_decode_stages(p.head_dim, fp8, device().max_shared_bytes_per_block);
+  const int stages = attention_decode_stages(p.head_dim, fp8, heads_per_cta, device().max_shared_bytes_per_block);
   const Defines defines = {{"HEAD_DIM", std::to_string(p.head_dim)},
                            {"PAGE_SIZE", std::to_string(l.page_size_tokens)},
                            {"GROUP", std::to_string(heads_per_cta)},
@@ -182,15 +193,23 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
     check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
           "cuFuncSetAttribute");
   }
-  launch(f,
-         {.grid_x = unsigned(p.n_kv_heads * (group_size / heads_per_cta)),
-          .grid_y = unsigned(n_splits),
-          .grid_z = unsigned(n_rows),
-          .block_x = 128,
-          .shared_bytes = smem},
+  // As many CTAs as are resident at once, each working through its share of the items (row, head
+  // group, split) with its copy ring running on from one item to the next; more where the CTAs'
+  // item tables would overflow.
+  const auto [resident, inserted] = attention_decode_resident_.try_emplace(f, 0);
+  if (inserted) {
+    check(driver().occupancy_max_active_blocks(&resident->second, f, 128, smem),
+          "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    resident->second = std::max(resident->second, 1);
+  }
+  const std::int64_t n_items = n_ctas * n_splits;
+  const std::int64_t grid = std::min<std::int64_t>(
+      n_items, std::max<std::int64_t>(std::int64_t(resident->second) * device().n_multiprocessors,
+                                      (n_items + k_decode_cta_items - 1) / k_decode_cta_items));
+  launch(f, {.grid_x = unsigned(grid), .block_x = 128, .shared_bytes = smem},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &n_kv, &n_heads,
-          &scale_log2, &window, &n_splits, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr},
-         "attention_decode");
+          &scale_log2, &window, &n_splits, &n_rows_arg, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr},
+         "attention_decode", /*early_work=*/true);
 }
 
 void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {

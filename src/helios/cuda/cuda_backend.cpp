@@ -176,10 +176,11 @@ std::size_t CudaBackend::load_prebuilt_modules() {
   return modules_.size();
 }
 
-void CudaBackend::launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name) {
+void CudaBackend::launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name,
+                         bool early_work) {
   if (shape.grid_x == 0 || shape.grid_y == 0 || shape.grid_z == 0) return;  // nothing to compute
   LaunchShape s = shape;
-  s.overlap_previous = programmatic_launch(device());
+  s.overlap_previous = early_work ? early_work_programmatic_launch(device()) : programmatic_launch(device());
   cuda::launch(f, s, stream_, std::move(args), name);
 }
 

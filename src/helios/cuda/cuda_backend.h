@@ -133,7 +133,10 @@ class CudaBackend final : public Backend {
   // Whether the stream GEMM races here: on sm_90 unless FLARE_CUDA_STREAM_GEMM=0 (for measuring
   // what it brings).
   bool stream_gemm_wanted() const;
-  void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name);
+  // Launches with programmatic dependent launch where programmatic_launch() says so, or, for a
+  // kernel with work to do before it waits for the previous one, early_work_programmatic_launch().
+  void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name,
+              bool early_work = false);
   // The attention kernels attention() dispatches to (cuda_attention.cpp).
   void attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
   void attention_prefill(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
@@ -175,6 +178,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode counters and partials, grows on demand
   std::size_t attention_counters_ = 0;                // merge counters at its front
   std::set<CUfunction> attention_decode_smem_set_;    // decode kernels allowed their dynamic ring
+  std::map<CUfunction, int> attention_decode_resident_;  // decode kernels: CTAs resident an SM
   std::set<CUfunction> sampler_smem_set_;             // samplers allowed their shared slices
 
   // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.

@@ -20,14 +20,14 @@ void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir) {
       [this](const std::string& entry, int tile) {
         return function(k_skinny_gemm_source, entry, skinny_tile_defines(tile));
       },
-      skinny_programmatic_launch(device()));
+      early_work_programmatic_launch(device()));
   gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_, std::move(skinny));
   if (stream_gemm_wanted()) {  // its modules were precompiled with the others
     gemm_->set_stream_gemm(std::make_unique<StreamGemm>(
         [this](const std::string& entry, int tile) {
           return function(k_stream_gemm_source, entry, stream_tile_defines(tile));
         },
-        skinny_programmatic_launch(device())));
+        early_work_programmatic_launch(device())));
   }
   function("bias_add", "flare_bias_add_bf16");
   function("bias_add", "flare_bias_add_f32");
@@ -109,7 +109,7 @@ void CudaBackend::reserve_fp8_linear(std::int64_t max_cols) {
         [this](const std::string& entry, int tile) {
           return function(k_fp8_linear_source, entry, fp8_tile_defines(tile));
         },
-        skinny_programmatic_launch(device()),
+        early_work_programmatic_launch(device()),
         device().compute_major * 10 + device().compute_minor >= 89));
   }
   reserve_fp8_scratch(std::max(step_capacity_tokens_, std::int64_t(1)));

@@ -68,6 +68,7 @@ LoadResult load_driver() {
   FLARE_CU_RESOLVE(launch_kernel, cuLaunchKernel);
   FLARE_CU_RESOLVE(func_set_attribute, cuFuncSetAttribute);
   FLARE_CU_RESOLVE(launch_kernel_ex, cuLaunchKernelEx);
+  FLARE_CU_RESOLVE(occupancy_max_active_blocks, cuOccupancyMaxActiveBlocksPerMultiprocessor);
   FLARE_CU_RESOLVE(event_create, cuEventCreate);
   FLARE_CU_RESOLVE(event_destroy, cuEventDestroy);
   FLARE_CU_RESOLVE(event_record, cuEventRecord);
@@ -252,7 +253,7 @@ std::string_view pdl_setting() {
 
 bool programmatic_launch(const DeviceInfo& device) { return pdl_setting() == "1" && device.compute_major >= 9; }
 
-bool skinny_programmatic_launch(const DeviceInfo& device) {
+bool early_work_programmatic_launch(const DeviceInfo& device) {
   return pdl_setting() != "0" && device.compute_major >= 9;
 }
 

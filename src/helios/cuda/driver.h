@@ -46,6 +46,7 @@ struct Driver {
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
   decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;  // dynamic shared memory above 48 KiB
   decltype(&::cuLaunchKernelEx) launch_kernel_ex = nullptr;      // programmatic dependent launch
+  decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor) occupancy_max_active_blocks = nullptr;  // persistent grids
   decltype(&::cuEventCreate) event_create = nullptr;
   decltype(&::cuEventDestroy) event_destroy = nullptr;
   decltype(&::cuEventRecord) event_record = nullptr;
@@ -188,10 +189,12 @@ struct LaunchShape {
 // environment sets FLARE_CUDA_PDL=1. Off by default: on an H200 the Llama-3.1-8B batch-1 decode
 // graph ran 2.5% slower with every kernel overlapping (docs/PERF.md).
 bool programmatic_launch(const DeviceInfo& device);
-// Whether the skinny GEMM launches with overlap_previous: sm_90 and later unless FLARE_CUDA_PDL=0.
-// Its first weight loads go out before it waits for the previous kernel, so the weight stream's
-// ramp hides under that kernel's tail (H200, Llama-3.1-8B batch-1 graph: 4.22 -> 4.14 ms).
-bool skinny_programmatic_launch(const DeviceInfo& device);
+// Whether the kernels with work to do before they wait (the skinny and streaming GEMMs, the decode
+// attention) launch with overlap_previous: sm_90 and later unless FLARE_CUDA_PDL=0. The GEMMs'
+// first weight loads go out before they wait for the previous kernel, so the weight stream's ramp
+// hides under that kernel's tail (H200, Llama-3.1-8B batch-1 graph: 4.22 -> 4.14 ms); the decode
+// attention reads its rows' lengths and first block-table entries there.
+bool early_work_programmatic_launch(const DeviceInfo& device);
 
 // cuLaunchKernel (cuLaunchKernelEx with overlap_previous) with `args` pointing at each argument's
 // value, in the kernel's parameter order. Returns the driver's answer.

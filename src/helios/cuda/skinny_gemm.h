@@ -31,7 +31,7 @@ class SkinnyGemm {
   // `m_tile` (compiled with SKINNY_M=m_tile, or with every tile).
   using Loader = std::function<CUfunction(const std::string& entry, int m_tile)>;
   static constexpr std::array<int, 5> k_tiles = {1, 2, 4, 8, 16};
-  // overlap_previous: launch with programmatic dependent launch (skinny_programmatic_launch(),
+  // overlap_previous: launch with programmatic dependent launch (early_work_programmatic_launch(),
   // driver.h).
   SkinnyGemm(const Loader& load, bool overlap_previous);
 

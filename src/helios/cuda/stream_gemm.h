@@ -38,7 +38,7 @@ class StreamGemm {
   // Whether the device and driver can run it: sm_90 (wgmma and TMA as sm_90a compiles them) and a
   // driver with cuTensorMapEncodeTiled.
   static bool available(const DeviceInfo& device);
-  // overlap_previous: launch with programmatic dependent launch (skinny_programmatic_launch()).
+  // overlap_previous: launch with programmatic dependent launch (early_work_programmatic_launch()).
   StreamGemm(const Loader& load, bool overlap_previous);
   ~StreamGemm();
   StreamGemm(const StreamGemm&) = delete;

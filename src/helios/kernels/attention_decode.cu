@@ -2,8 +2,10 @@
 // on tensor cores. Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][PAGE_SIZE][n_kv_heads][HEAD_DIM],
 // bf16 or fp8 e4m3 (per-tensor scale 1). A position's page is block_tables[row_first_block[row] + pos / PAGE_SIZE].
 //
-//   flare_attention_decode: grid (n_kv_heads * n_head_groups, n_splits, n_rows), block 128.
-//     One CTA takes GROUP query heads that share one kv head (the whole GQA group when it is <= 16),
+//   flare_attention_decode: grid (n_ctas), block 128. An item is (row, head group, split); items are
+//     numbered with the head group fastest, then the split, then the row, and CTA c takes items c,
+//     c + n_ctas, ... (the host launches about as many CTAs as fit on the device at once).
+//     An item takes GROUP query heads that share one kv head (the whole GQA group when it is <= 16),
 //     so each K/V byte is read from memory once per group. Keys are the 16 rows and the GROUP heads
 //     the columns (one or two 8-wide n-tiles, columns past GROUP zero) of mma.sync m16n8k16 tiles:
 //     S^T = K Q^T and O^T += V^T P^T run on tensor cores with F32 accumulation and an online softmax
@@ -26,16 +28,25 @@
 //         those keys' scores (two shuffles per fragment register).
 //     BF16 pages use the bf16 mma; FP8 pages are converted e4m3 -> f16 (exact, one instruction per
 //     pair on sm_89+) and use the f16 mma, Q and P converted to f16 (Q saturated to +-65504).
-//     The grid depends only on (n_rows, heads, n_splits), never on positions, so a CUDA graph replays
-//     it for any lengths: each split reads its row's length from `positions` and takes an equal share
-//     of the keys (at least k_min_split_keys, rounded to whole CTA iterations of 64), so the first
-//     n_live splits have keys and the rest exit at once. A row with one live split normalizes and
-//     writes `out` itself; otherwise the last live CTA of a (row, head group) to finish, found with a
-//     counter per pair, merges the live splits' partials (log-sum-exp) into `out` and resets the
-//     counter for the next launch, which saves a merge kernel per layer.
+//     The items depend only on (n_rows, heads, n_splits), never on positions, so a CUDA graph replays
+//     the launch for any lengths: each split reads its row's length from `positions` and takes an
+//     equal share of the keys (at least k_min_split_keys, rounded to whole CTA iterations of 64), so
+//     the first n_live splits have keys and the rest are skipped.
+//     A CTA works through its items as one stream: a table of its items (lengths, key ranges) is
+//     read once at the start, each warp's copy ring runs on from one item's keys into the next's,
+//     the next item's Q is loaded while the current one computes, and each copy's block-table
+//     entry is read one copy ahead. With a CTA per item, each paid the dependent reads (position,
+//     block table, first page) and the ring's drain: about 5 us, a fifth of a 1024-key item's time
+//     on an H200.
+//     A row with one live split normalizes and writes `out` itself; otherwise the last live split
+//     of a (row, head group) to finish, found with a counter per pair, merges the live splits'
+//     partials (log-sum-exp) into `out` and resets the counter for the next launch, which saves a
+//     merge kernel per layer.
 // Partials: acc [n_rows][n_heads][n_splits][HEAD_DIM] f32 (unnormalized, relative to the split's
 // maximum), ml [n_rows][n_heads][n_splits] float2 (maximum score in log2 units, sum of weights).
 // Counters: int [n_rows][n_kv_heads * n_head_groups], zero before the first launch.
+// Shared memory (dynamic, k_smem_bytes): the copy ring, then the warps' accumulators of the item
+// being merged, apart from the ring so that the next item's copies fly during the merge.
 // Targets sm_80+. Defines: HEAD_DIM (64 or 128, required), PAGE_SIZE (tokens per page, required: a
 // package's page size is fixed at export), GROUP (query heads per CTA, 1..16, default 1), KV_FP8
 // (1: e4m3 pages, default 0), KV_STAGES (iterations in the copy ring; the host's choice, which sizes
@@ -43,13 +54,20 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// Programmatic dependent launch (sm_90+, when the host launches with it: FLARE_CUDA_PDL=1): the next
-// kernel may start launching once every CTA of this one has started, and this one waits for the
-// previous kernel to finish (its results, and its reads of what this one overwrites) before
-// touching global memory. Both are no-ops for a plain launch.
-__device__ __forceinline__ void flare_pdl_enter() {
+// Programmatic dependent launch (sm_90+, when the host launches with it: by default on sm_90+, off
+// with FLARE_CUDA_PDL=0): the next kernel may start launching once every CTA of this one has
+// started, and this one waits for the previous kernel to finish (its results, and its reads of what
+// this one overwrites) before touching what that kernel writes: Q, the KV pages (the step's new
+// keys), the partials and counters. Before the wait it reads only what the host uploaded for the
+// step (positions, block tables), which no kernel of the step writes. Both are no-ops for a plain
+// launch.
+__device__ __forceinline__ void flare_pdl_launch_dependents() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void flare_pdl_wait() {
+#if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
@@ -130,11 +148,20 @@ constexpr int k_units = 2 * k_k_chunks + 4 * k_v_units;
 #endif
 constexpr int k_stages = KV_STAGES;
 constexpr int k_ring_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t));
-// After the key loop the same memory holds the warps' accumulators [k_warps][GROUP][HEAD_DIM + 4]
-// (the padding spreads a store's heads over banks).
+// After an item's keys, the warps' accumulators [k_warps][GROUP][HEAD_DIM + 4] follow the ring (the
+// padding spreads a store's heads over banks).
 constexpr int k_acc_stride = HEAD_DIM + 4;
 constexpr int k_acc_bytes = k_warps * GROUP * k_acc_stride * 4;
-constexpr int k_smem_bytes = k_ring_bytes > k_acc_bytes ? k_ring_bytes : k_acc_bytes;
+constexpr int k_smem_bytes = k_ring_bytes + k_acc_bytes;
+// Items a CTA may take (its table in static shared memory); the host launches at least
+// ceil(n_items / k_max_cta_items) CTAs.
+constexpr int k_max_cta_items = 128;
+// FP8 pages run four CTAs an SM (by registers: with more warps resident the conversions hide the
+// loads better than a deeper ring does), so their registers are capped to fit four (up to 8 heads
+// a CTA; 16 would spill), and each item loads its own Q (the other CTAs on the SM hide that); the
+// others load the next item's Q early.
+constexpr int k_min_resident_ctas = KV_FP8 && GROUP <= 8 ? 4 : 1;
+constexpr bool k_prefetch_q = !KV_FP8;
 constexpr int k_key_units = HEAD_DIM / k_unit_dims;                  // units per key, K or V
 constexpr int k_keys_per_copy = 32 / k_key_units;                    // keys per warp-wide copy
 constexpr int k_copies = k_keys_per_warp_iter / k_keys_per_copy;     // copies per iteration, K or V
@@ -258,291 +285,16 @@ __device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsign
 #endif
 }
 
-// grid (n_kv_heads * n_head_groups, n_splits, n_rows), block 32 * k_warps.
-extern "C" __global__ void __launch_bounds__(32 * k_warps)
-flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_rows, n_heads * HEAD_DIM]
-                       __nv_bfloat16* __restrict__ out, long long out_stride,    // like q
-                       float* __restrict__ partial_acc, float2* __restrict__ partial_ml,
-                       const kv_t* __restrict__ cache, int layer, int n_pages, int n_kv_heads,
-                       int n_heads, float scale_log2, int sliding_window, int n_splits,
-                       const int* __restrict__ positions, const int* __restrict__ row_first_block,
-                       const int* __restrict__ block_tables, int* __restrict__ counters) {
-  flare_pdl_enter();
-  // The copy ring, then the warps' accumulators (k_smem_bytes).
-  extern __shared__ __align__(16) unsigned char s_ring[];
-  float(*s_acc)[GROUP][k_acc_stride] = reinterpret_cast<float(*)[GROUP][k_acc_stride]>(s_ring);
-  __shared__ float s_m[k_warps][GROUP], s_l[k_warps][GROUP];
-  if (threadIdx.x == 0) {  // a host that sized the ring differently fails the launch, not the math
-    unsigned dynamic_bytes;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
-    if (dynamic_bytes < unsigned(k_smem_bytes)) __trap();
-  }
-
-  // The kv head (group) varies fastest over the grid, so the CTAs resident together read every kv
-  // head of the same slots: whole slot rows of the page rather than one head's slice of many.
-  const int split = blockIdx.y, row = blockIdx.z;
-  const int group_size = n_heads / n_kv_heads;
-  const int n_head_groups = group_size / GROUP;
-  const int kv_head = blockIdx.x / n_head_groups;
-  const int head0 = kv_head * group_size + (blockIdx.x % n_head_groups) * GROUP;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;  // mma fragment coordinates: group (row / key / dim), quad
-
-  // This split's share of the row's keys [first, length). Warps take keys in blocks of 16 aligned
-  // to positions (keys before `first` masked), so with pages of a multiple of 16 tokens (the default
-  // is 16) a block lies in one page and costs one block-table read.
-  const int length = positions[row] + 1;
-  const int first = sliding_window > 0 ? max(0, length - sliding_window) : 0;
-  const int start = first - first % k_keys_per_warp_iter;
-  int chunk = max((length - start + n_splits - 1) / n_splits, k_min_split_keys);
-  chunk = (chunk + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter * k_keys_per_cta_iter;
-  const int n_live = (length - start + chunk - 1) / chunk;
-  if (split >= n_live) return;  // no keys: nothing to write, nothing to count
-  const int begin = start + split * chunk;
-  const int end = min(length, begin + chunk);
-
-  // Q^T as B fragments (column g of head n-tile nt: head head0 + 8 nt + g, zero past GROUP), dims
-  // in K's order: k-step (U/4) p + j takes dims 4Up + Ut + 4j + {0,1 | 2,3}.
-  unsigned qb[k_head_ntiles][k_ksteps][2];
-#pragma unroll
-  for (int nt = 0; nt < k_head_ntiles; ++nt) {
-    const int h = 8 * nt + g;
-#pragma unroll
-    for (int p = 0; p < k_k_chunks; ++p) {
-      unsigned words[k_k_words];  // dims [4Up + Ut, +U) as bf16 pairs
-#pragma unroll
-      for (int c = 0; c < k_k_words / 4; ++c) {
-        uint4 raw = make_uint4(0, 0, 0, 0);
-        if (h < GROUP) {
-          raw = *reinterpret_cast<const uint4*>(q + (long long)row * q_stride + (long long)(head0 + h) * HEAD_DIM +
-                                                4 * k_unit_dims * p + k_unit_dims * t + 8 * c);
-        }
-        words[4 * c] = raw.x;
-        words[4 * c + 1] = raw.y;
-        words[4 * c + 2] = raw.z;
-        words[4 * c + 3] = raw.w;
-      }
-#pragma unroll
-      for (int j = 0; j < k_ksteps_per_chunk; ++j) {
-        qb[nt][k_ksteps_per_chunk * p + j][0] = flare_from_bf16x2(words[2 * j]);
-        qb[nt][k_ksteps_per_chunk * p + j][1] = flare_from_bf16x2(words[2 * j + 1]);
-      }
-    }
-  }
-
-  // O^T accumulators: dim m-tile mt, rows g | g + 8 are the thread's dims e = 2 mt | 2 mt + 1 (dim
-  // flare_v_dim(g, e)), columns heads 2t, 2t + 1 of n-tile nt. m, l: those two heads (l over the
-  // thread's own keys; summed over the warp at the end).
-  float o[k_head_ntiles][k_dim_mtiles][4];
-  float m[k_head_ntiles][2], l[k_head_ntiles][2];
-#pragma unroll
-  for (int nt = 0; nt < k_head_ntiles; ++nt) {
-#pragma unroll
-    for (int mt = 0; mt < k_dim_mtiles; ++mt) o[nt][mt][0] = o[nt][mt][1] = o[nt][mt][2] = o[nt][mt][3] = 0.0f;
-    m[nt][0] = m[nt][1] = flare_neg_inf();
-    l[nt][0] = l[nt][1] = 0.0f;
-  }
-
-  const int slot_elems = n_kv_heads * HEAD_DIM;
-  const long long half_elems = (long long)PAGE_SIZE * slot_elems;
-  const long long page_elems = 2 * half_elems;
-  const kv_t* head_base = cache + (long long)layer * n_pages * page_elems + (long long)kv_head * HEAD_DIM;
-  const int* blocks = block_tables + row_first_block[row];
-  const auto key_address = [&](int key) {
-    return head_base + (long long)blocks[key / PAGE_SIZE] * page_elems + (long long)(key % PAGE_SIZE) * slot_elems;
-  };
-
-  // Iteration i of this warp covers keys [first_base + 64 i, +16).
-  const int first_base = begin + warp * k_keys_per_warp_iter;
-  const int n_iters = first_base < end ? (end - first_base + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter : 0;
-  // Copy c of an iteration covers keys [c * k_keys_per_copy, +k_keys_per_copy) of the warp's 16,
-  // lane `lane` unit lane % k_key_units of key lane / k_key_units, in K and in V.
-  const unsigned warp_ring = unsigned(__cvta_generic_to_shared(s_ring)) + warp * 32 * unsigned(sizeof(unit_t));
-  const auto slot = [&](int stage, int unit, int reader) {
-    return unsigned((stage * k_units + unit) * k_threads + flare_swizzle(reader, unit)) * unsigned(sizeof(unit_t));
-  };
-  const int copy_key = lane / k_key_units, copy_unit = lane % k_key_units;
-  constexpr bool block_in_page = PAGE_SIZE % k_keys_per_warp_iter == 0;
-  const auto issue = [&](int i) {
-    const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
-    const kv_t* block = block_in_page ? key_address(base) : head_base;
-#pragma unroll
-    for (int c = 0; c < k_copies; ++c) {
-      const int k = c * k_keys_per_copy + copy_key;  // 0..15: K n-tile k / 8, column k % 8
-      const bool valid = base + k >= first && base + k < end;
-      const kv_t* kp = !valid ? head_base : block_in_page ? block + (long long)k * slot_elems : key_address(base + k);
-      // K: reader (g = k % 8, t = unit % 4), unit (k / 8, p = unit / 4).
-      flare_cp_async(warp_ring + slot(stage, (k / 8) * k_k_chunks + copy_unit / 4, 4 * (k % 8) + copy_unit % 4),
-                     kp + copy_unit * k_unit_dims, valid);
-      // V: reader (g = unit % 8, t = (k % 8) / 2), key slot v = k % 2 + 2 (k / 8), 64-dim block unit / 8.
-      flare_cp_async(warp_ring + slot(stage, 2 * k_k_chunks + (k % 2 + 2 * (k / 8)) * k_v_units + copy_unit / 8,
-                                      4 * (copy_unit % 8) + (k % 8) / 2),
-                     kp + half_elems + copy_unit * k_unit_dims, valid);
-    }
-  };
-  const unsigned char* warp_units = s_ring + warp * 32 * sizeof(unit_t);
-  const auto unit = [&](int stage, int u) {
-    return *reinterpret_cast<const unit_t*>(warp_units + slot(stage, u, lane));
-  };
-
-#pragma unroll
-  for (int i = 0; i < k_stages - 1; ++i) {
-    if (i < n_iters) issue(i);
-    flare_cp_async_commit();  // possibly empty: group i is always iteration i
-  }
-#pragma unroll 1
-  for (int i = 0; i < n_iters; ++i) {
-    __syncwarp();  // every lane is done reading the stage the next copies refill
-    if (i + k_stages - 1 < n_iters) issue(i + k_stages - 1);
-    flare_cp_async_commit();
-    flare_cp_async_wait<k_stages - 1>();  // this thread's copies of iteration i are in ...
-    __syncwarp();                         // ... and so are the other lanes'
-    const int base = first_base + i * k_keys_per_cta_iter, stage = i % k_stages;
-    unsigned kw[2][k_k_chunks][k_k_words];  // keys g | g + 8 (rows of S^T), dims [4Up + Ut, +U)
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int p = 0; p < k_k_chunks; ++p) flare_k_words(unit(stage, n * k_k_chunks + p), kw[n][p]);
-    }
-
-    // S^T = K Q^T: rows keys base + g | base + g + 8, columns heads 2t, 2t + 1 of each n-tile.
-    float s[k_head_ntiles][4];
-#pragma unroll
-    for (int nt = 0; nt < k_head_ntiles; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int p = 0; p < k_k_chunks; ++p) {
-#pragma unroll
-        for (int j = 0; j < k_ksteps_per_chunk; ++j) {
-          const unsigned a[4] = {kw[0][p][2 * j], kw[1][p][2 * j], kw[0][p][2 * j + 1], kw[1][p][2 * j + 1]};
-          const int ks = k_ksteps_per_chunk * p + j;
-          flare_mma(s[nt], a, qb[nt][ks][0], qb[nt][ks][1]);
-        }
-      }
-    }
-
-    // Mask keys outside [first, end), scale, online softmax per head column (max over the 16
-    // keys: the thread's two, then across g).
-    const bool valid_lo = base + g >= first && base + g < end;
-    const bool valid_hi = base + g + 8 >= first && base + g + 8 < end;
-    unsigned pw[k_head_ntiles][2];  // P as (head 2t, head 2t + 1) pairs: key g | key g + 8
-#pragma unroll
-    for (int nt = 0; nt < k_head_ntiles; ++nt) {
-      float p[4];
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const float x_lo = valid_lo ? s[nt][c] * scale_log2 : flare_neg_inf();
-        const float x_hi = valid_hi ? s[nt][c + 2] * scale_log2 : flare_neg_inf();
-        float tile_max = fmaxf(x_lo, x_hi);
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
-        const float new_m = fmaxf(m[nt][c], tile_max);  // finite: every block has a key in [first, end)
-        const float correction = exp2f(m[nt][c] - new_m);
-        m[nt][c] = new_m;
-        p[c] = exp2f(x_lo - new_m);
-        p[c + 2] = exp2f(x_hi - new_m);
-        l[nt][c] = l[nt][c] * correction + p[c] + p[c + 2];
-#pragma unroll
-        for (int mt = 0; mt < k_dim_mtiles; ++mt) {
-          o[nt][mt][c] *= correction;
-          o[nt][mt][c + 2] *= correction;
-        }
-      }
-      pw[nt][0] = flare_pack(p[0], p[1]);
-      pw[nt][1] = flare_pack(p[2], p[3]);
-    }
-
-    // O^T += V^T P^T: A = V^T (rows dims, columns keys 2t, 2t + 1 | 2t + 8, 2t + 9), B = P^T
-    // (keys x heads): the thread needs head g of keys 2t, 2t + 1 (and + 8), which lanes 8t + g / 2
-    // and 8t + 4 + g / 2 hold as half g % 2 of their (2t', 2t' + 1) pairs.
-    unsigned vw[4][k_v_words];
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-#pragma unroll
-      for (int c = 0; c < k_v_units; ++c) flare_v_words(unit(stage, 2 * k_k_chunks + v * k_v_units + c), vw[v] + c * (k_v_words / k_v_units));
-    }
-    const int src_even = 8 * t + g / 2, src_odd = src_even + 4;
-    const unsigned half = g % 2 ? 0x7632u : 0x5410u;  // the pair's high or low 16 bits, twice
-#pragma unroll
-    for (int nt = 0; nt < k_head_ntiles; ++nt) {
-      unsigned b[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const unsigned even = __shfl_sync(0xffffffffu, pw[nt][r], src_even);  // key 2t (+ 8)
-        const unsigned odd = __shfl_sync(0xffffffffu, pw[nt][r], src_odd);    // key 2t + 1 (+ 8)
-        b[r] = __byte_perm(even, odd, half);
-      }
-#pragma unroll
-      for (int mt = 0; mt < k_dim_mtiles; ++mt) {
-        const unsigned a[4] = {flare_v_pair(vw[0], vw[1], 2 * mt), flare_v_pair(vw[0], vw[1], 2 * mt + 1),
-                               flare_v_pair(vw[2], vw[3], 2 * mt), flare_v_pair(vw[2], vw[3], 2 * mt + 1)};
-        flare_mma(o[nt][mt], a, b[0], b[1]);
-      }
-    }
-  }
-
-  flare_cp_async_wait<0>();  // only empty groups remain; the ring becomes the warps' accumulators
-  __syncthreads();
-
-  // The thread's l covers its own keys: sum over g. Then merge the warps.
-#pragma unroll
-  for (int nt = 0; nt < k_head_ntiles; ++nt) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 4);
-      l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 8);
-      l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 16);
-    }
-  }
-#pragma unroll
-  for (int nt = 0; nt < k_head_ntiles; ++nt) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int h = 8 * nt + 2 * t + c;
-      if (h >= GROUP) continue;
-#pragma unroll
-      for (int mt = 0; mt < k_dim_mtiles; ++mt) {
-        s_acc[warp][h][flare_v_dim(g, 2 * mt)] = o[nt][mt][c];
-        s_acc[warp][h][flare_v_dim(g, 2 * mt + 1)] = o[nt][mt][c + 2];
-      }
-      if (g == 0) {
-        s_m[warp][h] = m[nt][c];
-        s_l[warp][h] = l[nt][c];
-      }
-    }
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += 32 * k_warps) {
-    const int h = e / HEAD_DIM, d = e % HEAD_DIM;
-    float total_m = flare_neg_inf();
-#pragma unroll
-    for (int w = 0; w < k_warps; ++w) total_m = fmaxf(total_m, s_m[w][h]);
-    float total_l = 0.0f, total_acc = 0.0f;
-#pragma unroll
-    for (int w = 0; w < k_warps; ++w) {
-      if (s_l[w][h] == 0.0f) continue;  // a warp without keys (its m is -inf)
-      const float weight = exp2f(s_m[w][h] - total_m);
-      total_l += s_l[w][h] * weight;
-      total_acc += s_acc[w][h][d] * weight;
-    }
-    const int head = head0 + h;
-    if (n_live == 1) {
-      out[(long long)row * out_stride + (long long)head * HEAD_DIM + d] = __float2bfloat16(total_acc / total_l);
-    } else {
-      const long long slot_index = ((long long)row * n_heads + head) * n_splits + split;
-      partial_acc[slot_index * HEAD_DIM + d] = total_acc;
-      if (d == 0) partial_ml[slot_index] = make_float2(total_m, total_l);
-    }
-  }
-  if (n_live == 1) return;
-
-  // The last split of this (row, head group) to get here merges them all.
+// The last split of a (row, head group) to finish merges them all (every thread of the CTA calls
+// this, with the same arguments, after writing its partials).
+__device__ __forceinline__ void flare_merge_splits(__nv_bfloat16* __restrict__ out, long long out_stride,
+                                                   float* __restrict__ partial_acc, float2* __restrict__ partial_ml,
+                                                   int n_heads, int n_splits, int row, int head0, int n_live,
+                                                   int* counter) {
   __shared__ int s_last;
   __threadfence();  // this CTA's partials are visible to whichever CTA merges
   __syncthreads();
   if (threadIdx.x == 0) {
-    int* counter = counters + (long long)row * gridDim.x + blockIdx.x;
     s_last = atomicAdd(counter, 1) == n_live - 1;
     if (s_last) *counter = 0;  // every split has counted: ready for the next launch
   }
@@ -592,4 +344,384 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     packed.y = *reinterpret_cast<const unsigned*>(&hi);
     *reinterpret_cast<uint2*>(out + (long long)row * out_stride + (long long)(head0 + h) * HEAD_DIM + d) = packed;
   }
+}
+
+// One item's key range and where its row's block table starts; dead items (splits past n_live) have
+// begin == end.
+struct DecodeItem {
+  int row, head_group, split, n_live;
+  int first, begin, end, first_block;
+};
+
+// The Q^T of GROUP heads of one row as B fragments (column g of head n-tile nt: head head0 + 8 nt + g,
+// zero past GROUP), dims in K's order: k-step (U/4) p + j takes dims 4Up + Ut + 4j + {0,1 | 2,3}.
+struct QFragments {
+  unsigned b[k_head_ntiles][k_ksteps][2];
+};
+__device__ __forceinline__ void flare_load_q(QFragments& qf, const __nv_bfloat16* __restrict__ q, long long q_stride,
+                                             int row, int head0, int g, int t) {
+#pragma unroll
+  for (int nt = 0; nt < k_head_ntiles; ++nt) {
+    const int h = 8 * nt + g;
+#pragma unroll
+    for (int p = 0; p < k_k_chunks; ++p) {
+      unsigned words[k_k_words];  // dims [4Up + Ut, +U) as bf16 pairs
+#pragma unroll
+      for (int c = 0; c < k_k_words / 4; ++c) {
+        uint4 raw = make_uint4(0, 0, 0, 0);
+        if (h < GROUP) {
+          raw = *reinterpret_cast<const uint4*>(q + (long long)row * q_stride + (long long)(head0 + h) * HEAD_DIM +
+                                                4 * k_unit_dims * p + k_unit_dims * t + 8 * c);
+        }
+        words[4 * c] = raw.x;
+        words[4 * c + 1] = raw.y;
+        words[4 * c + 2] = raw.z;
+        words[4 * c + 3] = raw.w;
+      }
+#pragma unroll
+      for (int j = 0; j < k_ksteps_per_chunk; ++j) {
+        qf.b[nt][k_ksteps_per_chunk * p + j][0] = flare_from_bf16x2(words[2 * j]);
+        qf.b[nt][k_ksteps_per_chunk * p + j][1] = flare_from_bf16x2(words[2 * j + 1]);
+      }
+    }
+  }
+}
+
+// grid (n_ctas), block 32 * k_warps; n_ctas >= ceil(n_items / k_max_cta_items).
+extern "C" __global__ void __launch_bounds__(32 * k_warps, k_min_resident_ctas)
+flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_rows, n_heads * HEAD_DIM]
+                       __nv_bfloat16* __restrict__ out, long long out_stride,    // like q
+                       float* __restrict__ partial_acc, float2* __restrict__ partial_ml,
+                       const kv_t* __restrict__ cache, int layer, int n_pages, int n_kv_heads,
+                       int n_heads, float scale_log2, int sliding_window, int n_splits, int n_rows,
+                       const int* __restrict__ positions, const int* __restrict__ row_first_block,
+                       const int* __restrict__ block_tables, int* __restrict__ counters) {
+  flare_pdl_launch_dependents();
+  // The copy ring, then the warps' accumulators (k_smem_bytes).
+  extern __shared__ __align__(16) unsigned char s_ring[];
+  float(*s_acc)[GROUP][k_acc_stride] = reinterpret_cast<float(*)[GROUP][k_acc_stride]>(s_ring + k_ring_bytes);
+  __shared__ float s_m[k_warps][GROUP], s_l[k_warps][GROUP];
+  __shared__ DecodeItem s_items[k_max_cta_items];
+  if (threadIdx.x == 0) {  // a host that sized the ring differently fails the launch, not the math
+    unsigned dynamic_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
+    if (dynamic_bytes < unsigned(k_smem_bytes)) __trap();
+  }
+
+  const int group_size = n_heads / n_kv_heads;
+  const int n_head_groups = group_size / GROUP;
+  const int items_per_row = n_kv_heads * n_head_groups * n_splits;
+  const int n_items = items_per_row * n_rows;
+  const int n_mine = blockIdx.x < n_items ? (n_items - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x) : 0;
+  if (n_mine > k_max_cta_items) __trap();  // the host launches enough CTAs
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;  // mma fragment coordinates: group (row / key / dim), quad
+
+  // The item table. A split's share of the row's keys [first, length): warps take keys in blocks of
+  // 16 aligned to positions (keys before `first` masked), so with pages of a multiple of 16 tokens
+  // (the default is 16) a block lies in one page and costs one block-table read. The kv head (group)
+  // varies fastest over the items, so the CTAs working together read every kv head of the same
+  // slots: whole slot rows of the page rather than one head's slice of many.
+  for (int n = threadIdx.x; n < n_mine; n += k_threads) {
+    const int item = blockIdx.x + n * gridDim.x;
+    DecodeItem it;
+    it.row = item / items_per_row;
+    it.split = (item % items_per_row) / (n_kv_heads * n_head_groups);
+    it.head_group = item % (n_kv_heads * n_head_groups);
+    const int length = positions[it.row] + 1;
+    it.first = sliding_window > 0 ? max(0, length - sliding_window) : 0;
+    const int start = it.first - it.first % k_keys_per_warp_iter;
+    int chunk = max((length - start + n_splits - 1) / n_splits, k_min_split_keys);
+    chunk = (chunk + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter * k_keys_per_cta_iter;
+    it.n_live = (length - start + chunk - 1) / chunk;
+    it.begin = min(length, start + it.split * chunk);  // a split past n_live: begin == end
+    it.end = min(length, it.begin + chunk);
+    it.first_block = row_first_block[it.row];
+    s_items[n] = it;
+  }
+  __syncthreads();
+
+  const int slot_elems = n_kv_heads * HEAD_DIM;
+  const long long half_elems = (long long)PAGE_SIZE * slot_elems;
+  const long long page_elems = 2 * half_elems;
+  const kv_t* layer_base = cache + (long long)layer * n_pages * page_elems;
+  // Iteration i of this warp in an item covers keys [begin + 16 warp + 64 i, +16).
+  const auto warp_iters = [&](const DecodeItem& it) {
+    const int first_base = it.begin + warp * k_keys_per_warp_iter;
+    return first_base < it.end ? (it.end - first_base + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter : 0;
+  };
+
+  // Copy c of an iteration covers keys [c * k_keys_per_copy, +k_keys_per_copy) of the warp's 16,
+  // lane `lane` unit lane % k_key_units of key lane / k_key_units, in K and in V.
+  const unsigned warp_ring = unsigned(__cvta_generic_to_shared(s_ring)) + warp * 32 * unsigned(sizeof(unit_t));
+  const auto slot = [&](int stage, int unit, int reader) {
+    return unsigned((stage * k_units + unit) * k_threads + flare_swizzle(reader, unit)) * unsigned(sizeof(unit_t));
+  };
+  const int copy_key = lane / k_key_units, copy_unit = lane % k_key_units;
+  constexpr bool block_in_page = PAGE_SIZE % k_keys_per_warp_iter == 0;
+
+  // The issue cursor: this warp's next iteration to copy, (item issue_n, iteration issue_i), running
+  // up to k_stages - 1 iterations ahead of the computing one, across items. `issued` counts the
+  // iterations copied; iteration j of the warp's whole stream lives in ring stage j % k_stages.
+  // What the next copy needs is read one copy ahead (the item's fields from the table, and the
+  // block-table entry of its first key), so no copy waits on a dependent read.
+  int issue_n = 0, issue_i = 0, issued = 0;
+  int next_base = 0, next_first = 0, next_end = 0, next_block = 0;
+  const int* next_blocks = block_tables;
+  const kv_t* next_head_base = layer_base;
+  const auto prepare_next = [&]() {
+    while (issue_n < n_mine && issue_i >= warp_iters(s_items[issue_n])) {
+      ++issue_n;
+      issue_i = 0;
+    }
+    if (issue_n >= n_mine) return;
+    const DecodeItem& it = s_items[issue_n];
+    next_head_base = layer_base + (long long)(it.head_group / n_head_groups) * HEAD_DIM;
+    next_blocks = block_tables + it.first_block;
+    next_first = it.first;
+    next_end = it.end;
+    next_base = it.begin + warp * k_keys_per_warp_iter + issue_i * k_keys_per_cta_iter;
+    if (block_in_page) next_block = next_blocks[next_base / PAGE_SIZE];
+  };
+  const auto issue_next = [&]() {
+    if (issue_n >= n_mine) return;
+    const kv_t* head_base = next_head_base;
+    const int* blocks = next_blocks;
+    const int base = next_base, first = next_first, end = next_end;
+    const auto key_address = [&](int key) {
+      return head_base + (long long)blocks[key / PAGE_SIZE] * page_elems + (long long)(key % PAGE_SIZE) * slot_elems;
+    };
+    const int stage = issued % k_stages;
+    const kv_t* block =
+        block_in_page ? head_base + (long long)next_block * page_elems + (long long)(base % PAGE_SIZE) * slot_elems
+                      : head_base;
+#pragma unroll
+    for (int c = 0; c < k_copies; ++c) {
+      const int k = c * k_keys_per_copy + copy_key;  // 0..15: K n-tile k / 8, column k % 8
+      const bool valid = base + k >= first && base + k < end;
+      const kv_t* kp = !valid ? head_base : block_in_page ? block + (long long)k * slot_elems : key_address(base + k);
+      // K: reader (g = k % 8, t = unit % 4), unit (k / 8, p = unit / 4).
+      flare_cp_async(warp_ring + slot(stage, (k / 8) * k_k_chunks + copy_unit / 4, 4 * (k % 8) + copy_unit % 4),
+                     kp + copy_unit * k_unit_dims, valid);
+      // V: reader (g = unit % 8, t = (k % 8) / 2), key slot v = k % 2 + 2 (k / 8), 64-dim block unit / 8.
+      flare_cp_async(warp_ring + slot(stage, 2 * k_k_chunks + (k % 2 + 2 * (k / 8)) * k_v_units + copy_unit / 8,
+                                      4 * (copy_unit % 8) + (k % 8) / 2),
+                     kp + half_elems + copy_unit * k_unit_dims, valid);
+    }
+    ++issue_i;
+    ++issued;
+    prepare_next();
+  };
+  const unsigned char* warp_units = s_ring + warp * 32 * sizeof(unit_t);
+  const auto unit = [&](int stage, int u) {
+    return *reinterpret_cast<const unit_t*>(warp_units + slot(stage, u, lane));
+  };
+
+  // A CTA without live items leaves now rather than after the wait, so that its SM is free for the
+  // next kernel's early work (at batch 1 most of the splits have no keys).
+  bool any_live = false;
+  for (int n = 0; n < n_mine; ++n) any_live = any_live || s_items[n].begin < s_items[n].end;
+  if (!any_live) return;
+  prepare_next();
+  flare_pdl_wait();  // what follows reads Q and the new keys, and writes partials
+#pragma unroll
+  for (int i = 0; i < k_stages - 1; ++i) {
+    issue_next();
+    flare_cp_async_commit();  // possibly empty: group j always holds iteration j
+  }
+
+  // The first live item's Q now; each item loads the next one's while its keys stream.
+  const auto next_live = [&](int n) {
+    while (n < n_mine && s_items[n].begin >= s_items[n].end) ++n;
+    return n;
+  };
+  const auto head0_of = [&](const DecodeItem& it) {
+    return (it.head_group / n_head_groups) * group_size + (it.head_group % n_head_groups) * GROUP;
+  };
+  int n = next_live(0);
+  QFragments qf, q_next;
+  if (n < n_mine) flare_load_q(qf, q, q_stride, s_items[n].row, head0_of(s_items[n]), g, t);
+  int computed = 0;
+  for (; n < n_mine;) {
+    const DecodeItem it = s_items[n];
+    const int following = next_live(n + 1);
+    if (k_prefetch_q && following < n_mine) {
+      flare_load_q(q_next, q, q_stride, s_items[following].row, head0_of(s_items[following]), g, t);
+    }
+    const int row = it.row, split = it.split, n_live = it.n_live, first = it.first, end = it.end;
+    const int head0 = head0_of(it);
+
+    // O^T accumulators: dim m-tile mt, rows g | g + 8 are the thread's dims e = 2 mt | 2 mt + 1 (dim
+    // flare_v_dim(g, e)), columns heads 2t, 2t + 1 of n-tile nt. m, l: those two heads (l over the
+    // thread's own keys; summed over the warp at the end).
+    float o[k_head_ntiles][k_dim_mtiles][4];
+    float m[k_head_ntiles][2], l[k_head_ntiles][2];
+#pragma unroll
+    for (int nt = 0; nt < k_head_ntiles; ++nt) {
+#pragma unroll
+      for (int mt = 0; mt < k_dim_mtiles; ++mt) o[nt][mt][0] = o[nt][mt][1] = o[nt][mt][2] = o[nt][mt][3] = 0.0f;
+      m[nt][0] = m[nt][1] = flare_neg_inf();
+      l[nt][0] = l[nt][1] = 0.0f;
+    }
+
+    const int n_iters = warp_iters(it);
+    const int first_base = it.begin + warp * k_keys_per_warp_iter;
+#pragma unroll 1
+    for (int i = 0; i < n_iters; ++i, ++computed) {
+      __syncwarp();  // every lane is done reading the stage the next copies refill
+      issue_next();
+      flare_cp_async_commit();
+      flare_cp_async_wait<k_stages - 1>();  // this thread's copies of iteration `computed` are in ...
+      __syncwarp();                         // ... and so are the other lanes'
+      const int base = first_base + i * k_keys_per_cta_iter, stage = computed % k_stages;
+      unsigned kw[2][k_k_chunks][k_k_words];  // keys g | g + 8 (rows of S^T), dims [4Up + Ut, +U)
+#pragma unroll
+      for (int nn = 0; nn < 2; ++nn) {
+#pragma unroll
+        for (int p = 0; p < k_k_chunks; ++p) flare_k_words(unit(stage, nn * k_k_chunks + p), kw[nn][p]);
+      }
+
+      // S^T = K Q^T: rows keys base + g | base + g + 8, columns heads 2t, 2t + 1 of each n-tile.
+      float s[k_head_ntiles][4];
+#pragma unroll
+      for (int nt = 0; nt < k_head_ntiles; ++nt) {
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+        for (int p = 0; p < k_k_chunks; ++p) {
+#pragma unroll
+          for (int j = 0; j < k_ksteps_per_chunk; ++j) {
+            const unsigned a[4] = {kw[0][p][2 * j], kw[1][p][2 * j], kw[0][p][2 * j + 1], kw[1][p][2 * j + 1]};
+            const int ks = k_ksteps_per_chunk * p + j;
+            flare_mma(s[nt], a, qf.b[nt][ks][0], qf.b[nt][ks][1]);
+          }
+        }
+      }
+
+      // Mask keys outside [first, end), scale, online softmax per head column (max over the 16
+      // keys: the thread's two, then across g).
+      const bool valid_lo = base + g >= first && base + g < end;
+      const bool valid_hi = base + g + 8 >= first && base + g + 8 < end;
+      unsigned pw[k_head_ntiles][2];  // P as (head 2t, head 2t + 1) pairs: key g | key g + 8
+#pragma unroll
+      for (int nt = 0; nt < k_head_ntiles; ++nt) {
+        float p[4];
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float x_lo = valid_lo ? s[nt][c] * scale_log2 : flare_neg_inf();
+          const float x_hi = valid_hi ? s[nt][c + 2] * scale_log2 : flare_neg_inf();
+          float tile_max = fmaxf(x_lo, x_hi);
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+          tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+          const float new_m = fmaxf(m[nt][c], tile_max);  // finite: every block has a key in [first, end)
+          const float correction = exp2f(m[nt][c] - new_m);
+          m[nt][c] = new_m;
+          p[c] = exp2f(x_lo - new_m);
+          p[c + 2] = exp2f(x_hi - new_m);
+          l[nt][c] = l[nt][c] * correction + p[c] + p[c + 2];
+#pragma unroll
+          for (int mt = 0; mt < k_dim_mtiles; ++mt) {
+            o[nt][mt][c] *= correction;
+            o[nt][mt][c + 2] *= correction;
+          }
+        }
+        pw[nt][0] = flare_pack(p[0], p[1]);
+        pw[nt][1] = flare_pack(p[2], p[3]);
+      }
+
+      // O^T += V^T P^T: A = V^T (rows dims, columns keys 2t, 2t + 1 | 2t + 8, 2t + 9), B = P^T
+      // (keys x heads): the thread needs head g of keys 2t, 2t + 1 (and + 8), which lanes 8t + g / 2
+      // and 8t + 4 + g / 2 hold as half g % 2 of their (2t', 2t' + 1) pairs.
+      unsigned vw[4][k_v_words];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+#pragma unroll
+        for (int c = 0; c < k_v_units; ++c) {
+          flare_v_words(unit(stage, 2 * k_k_chunks + v * k_v_units + c), vw[v] + c * (k_v_words / k_v_units));
+        }
+      }
+      const int src_even = 8 * t + g / 2, src_odd = src_even + 4;
+      const unsigned half = g % 2 ? 0x7632u : 0x5410u;  // the pair's high or low 16 bits, twice
+#pragma unroll
+      for (int nt = 0; nt < k_head_ntiles; ++nt) {
+        unsigned b[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const unsigned even = __shfl_sync(0xffffffffu, pw[nt][r], src_even);  // key 2t (+ 8)
+          const unsigned odd = __shfl_sync(0xffffffffu, pw[nt][r], src_odd);    // key 2t + 1 (+ 8)
+          b[r] = __byte_perm(even, odd, half);
+        }
+#pragma unroll
+        for (int mt = 0; mt < k_dim_mtiles; ++mt) {
+          const unsigned a[4] = {flare_v_pair(vw[0], vw[1], 2 * mt), flare_v_pair(vw[0], vw[1], 2 * mt + 1),
+                                 flare_v_pair(vw[2], vw[3], 2 * mt), flare_v_pair(vw[2], vw[3], 2 * mt + 1)};
+          flare_mma(o[nt][mt], a, b[0], b[1]);
+        }
+      }
+    }
+
+    // The item's merge. The ring keeps the next item's copies in flight meanwhile; the barrier also
+    // keeps the previous item's merge readers off the accumulators being overwritten.
+    __syncthreads();
+    // The thread's l covers its own keys: sum over g. Then merge the warps.
+#pragma unroll
+    for (int nt = 0; nt < k_head_ntiles; ++nt) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 4);
+        l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 8);
+        l[nt][c] += __shfl_xor_sync(0xffffffffu, l[nt][c], 16);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < k_head_ntiles; ++nt) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int h = 8 * nt + 2 * t + c;
+        if (h >= GROUP) continue;
+#pragma unroll
+        for (int mt = 0; mt < k_dim_mtiles; ++mt) {
+          s_acc[warp][h][flare_v_dim(g, 2 * mt)] = o[nt][mt][c];
+          s_acc[warp][h][flare_v_dim(g, 2 * mt + 1)] = o[nt][mt][c + 2];
+        }
+        if (g == 0) {
+          s_m[warp][h] = m[nt][c];
+          s_l[warp][h] = l[nt][c];
+        }
+      }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += 32 * k_warps) {
+      const int h = e / HEAD_DIM, d = e % HEAD_DIM;
+      float total_m = flare_neg_inf();
+#pragma unroll
+      for (int w = 0; w < k_warps; ++w) total_m = fmaxf(total_m, s_m[w][h]);
+      float total_l = 0.0f, total_acc = 0.0f;
+#pragma unroll
+      for (int w = 0; w < k_warps; ++w) {
+        if (s_l[w][h] == 0.0f) continue;  // a warp without keys (its m is -inf)
+        const float weight = exp2f(s_m[w][h] - total_m);
+        total_l += s_l[w][h] * weight;
+        total_acc += s_acc[w][h][d] * weight;
+      }
+      const int head = head0 + h;
+      if (n_live == 1) {
+        out[(long long)row * out_stride + (long long)head * HEAD_DIM + d] = __float2bfloat16(total_acc / total_l);
+      } else {
+        const long long slot_index = ((long long)row * n_heads + head) * n_splits + split;
+        partial_acc[slot_index * HEAD_DIM + d] = total_acc;
+        if (d == 0) partial_ml[slot_index] = make_float2(total_m, total_l);
+      }
+    }
+    if (n_live > 1) flare_merge_splits(out, out_stride, partial_acc, partial_ml, n_heads, n_splits, row, head0, n_live,
+                                       counters + (long long)row * (n_kv_heads * n_head_groups) + it.head_group);
+    n = following;
+    if (n >= n_mine) break;
+    if constexpr (k_prefetch_q) {
+      qf = q_next;
+    } else {
+      flare_load_q(qf, q, q_stride, s_items[n].row, head0_of(s_items[n]), g, t);
+    }
+  }
+  flare_cp_async_wait<0>();  // only empty groups remain
 }
