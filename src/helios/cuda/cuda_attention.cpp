@@ -77,15 +77,17 @@ unsigned attention_decode_smem_bytes(int head_dim, bool fp8, int group, int stag
 //     took 0.072 and 0.251 ms with 2 stages, 0.081 and 0.279 with 3.
 //   - 3 at head dim 64 (Llama-3.2-1B shape; measured before CTAs took several items): four (64 KiB,
 //     three CTAs an SM) took 32 x 8k from 0.166 to 0.213 ms and the batch-64 step from 1.71 to 1.93 ms.
-// Fewer where the device's shared memory per CTA (99 KiB on sm_86, sm_89 and sm_120) cannot hold them.
+// Fewer where the device's shared memory per CTA (99 KiB on sm_86, sm_89 and sm_120) cannot hold them,
+// down to one (copies then wait for the previous iteration's compute: 16 heads a CTA at head dim 128).
 int attention_decode_stages(int head_dim, bool fp8, int group, int max_shared_bytes) {
-  const int wanted = fp8 || head_dim == 128 ? 2 : 3;
-  for (int stages = wanted; stages > 2; --stages) {
-    if (int(attention_decode_smem_bytes(head_dim, fp8, group, stages)) + attention_decode_static_bytes(group) <=
-        max_shared_bytes)
-      return stages;
+  const auto bytes = [&](int stages) {
+    return int(attention_decode_smem_bytes(head_dim, fp8, group, stages)) + attention_decode_static_bytes(group);
+  };
+  for (int stages = fp8 || head_dim == 128 ? 2 : 3; stages >= 1; --stages) {
+    if (bytes(stages) <= max_shared_bytes) return stages;
   }
-  return 2;
+  fail_usage("decode attention of {} query heads a CTA at head size {} needs {} bytes of shared memory; this GPU "
+             "gives a CTA {}", group, head_dim, bytes(1), max_shared_bytes);
 }
 
 }  // namespace
