@@ -1,16 +1,18 @@
 // The CUDA backend's KV stores and attention launches (see cuda_backend.h), BF16 or FP8 E4M3 pages.
 // attention() picks a kernel per step:
 //   - a pure decode step (every row computes one token): split-KV decode on tensor cores
-//     (attention_decode.cu), one CTA per (row, kv head, split) serving the GQA group, the last split
-//     of each merging the splits' partials;
+//     (attention_decode.cu), work items of (row, kv head, split) serving the GQA group dealt to
+//     about as many CTAs as are resident (attention_decode_plan.h), the last split of each merging
+//     the splits' partials;
 //   - any other step: the tensor-core flash kernel (attention_prefill.cu) for every token;
 //   - head sizes those two do not cover: the plain warp-per-head kernel (attention.cu, BF16 only).
 // The decode grid depends only on the row count, the heads and host-known caps (SM count, cache
-// capacity, window), never on positions, so a captured decode step replays for any lengths. Its
+// capacity, window, shared memory), never on positions, so a captured decode step replays for any lengths. Its
 // split partials and merge counters live in one scratch buffer the backend keeps (grown, never shrunk).
 #include <algorithm>
 
 #include "common/error.h"
+#include "helios/cuda/attention_decode_plan.h"
 #include "helios/cuda/cuda_backend.h"
 #include "helios/cuda/tensor_checks.h"
 
@@ -18,15 +20,6 @@ namespace flare::helios::cuda {
 namespace {
 
 constexpr float k_log2e = 1.4426950408889634f;
-constexpr int k_max_decode_splits = 64;            // k_max_splits of attention_decode.cu
-constexpr int k_min_keys_per_split = 256;         // fewer keys than this per split is all launch overhead
-// The decode grid aims at this many CTAs per SM: about one wave of resident CTAs. More splits
-// than that only add partials to merge and pipeline ramps (H200, Llama-3.1-8B shape: 2 against 8
-// took the batch-64 step at context 1024 from 7.58 to 7.00 ms and batch 1 from 4.28 to 4.22 ms,
-// with 32 x 8k attention unchanged).
-constexpr int k_decode_ctas_per_sm = 2;
-constexpr int k_max_decode_heads_per_cta = 16;    // GROUP of attention_decode.cu (two mma n-tiles)
-constexpr int k_decode_cta_items = 128;           // k_max_cta_items of attention_decode.cu
 // The decode scratch is first sized for this many rows, so that graphs captured after the first
 // decode step (up to that batch) never see it move.
 constexpr std::int64_t k_scratch_rows = 1024;
@@ -35,60 +28,6 @@ constexpr int k_prefill_warps = 8;                // k_warps of attention_prefil
 bool fast_kernels_cover(std::int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 std::string kv_fp8_define(const KvCacheLayout& l) { return l.dtype == DType::f8_e4m3 ? "1" : "0"; }
-
-// Query heads per decode CTA: the largest divisor of the GQA group that fits the kernel's registers.
-int decode_heads_per_cta(int group_size) {
-  for (int g = std::min(group_size, k_max_decode_heads_per_cta); g > 1; --g) {
-    if (group_size % g == 0) return g;
-  }
-  return 1;
-}
-
-// Splits per (row, kv head): enough CTAs to fill the GPU, no more than the longest possible context
-// (the cache's capacity or the window) can feed. Depends on no position, so graphs may capture it.
-int decode_splits(std::int64_t n_ctas, int n_sms, std::int64_t max_keys) {
-  const std::int64_t wanted = (std::int64_t(k_decode_ctas_per_sm) * n_sms + n_ctas - 1) / n_ctas;
-  const std::int64_t useful = (max_keys + k_min_keys_per_split - 1) / k_min_keys_per_split;
-  return int(std::clamp<std::int64_t>(std::min(wanted, useful), 1, k_max_decode_splits));
-}
-
-// The decode kernel's copy ring for one iteration: the K and V of 64 keys (16 a warp), whatever
-// the kernel's unit size.
-int attention_decode_stage_bytes(int head_dim, bool fp8) { return 64 * 2 * head_dim * (fp8 ? 1 : 2); }
-
-// The decode kernel's static shared memory, over-estimated (s_items, s_ml, s_weight, s_m, s_l and
-// s_last of attention_decode.cu), so that the ring's choice leaves room for it.
-int attention_decode_static_bytes(int group) {
-  return k_decode_cta_items * 32 + group * k_max_decode_splits * 12 + 2 * 4 * group * 4 + 64;
-}
-
-// The decode kernel's dynamic shared memory (k_smem_bytes of attention_decode.cu; the kernel traps
-// on less): the copy ring, then the four warps' accumulators of `group` heads.
-unsigned attention_decode_smem_bytes(int head_dim, bool fp8, int group, int stages) {
-  return unsigned(stages * attention_decode_stage_bytes(head_dim, fp8) + 4 * group * (head_dim + 4) * 4);
-}
-
-// Iterations in the decode kernel's copy ring (KV_STAGES), measured on an H200 with the kernel's
-// CTAs each working through several items:
-//   - 2 at head dim 128, BF16 (Llama-3.1-8B shape) and FP8: two CTAs an SM for BF16 (64 KiB of
-//     ring each), four for FP8 (by registers). At 64 rows x 1k (the batch-64 step's attention),
-//     BF16 took 0.069 ms against 0.075 with 3 stages (two CTAs an SM) and 0.077 with 4 (one), and
-//     32 x 8k 0.251 ms against 0.271 and 0.263; eight warps a CTA instead of four (one CTA an SM)
-//     took 0.072 and 0.251 ms with 2 stages, 0.081 and 0.279 with 3.
-//   - 3 at head dim 64 (Llama-3.2-1B shape; measured before CTAs took several items): four (64 KiB,
-//     three CTAs an SM) took 32 x 8k from 0.166 to 0.213 ms and the batch-64 step from 1.71 to 1.93 ms.
-// Fewer where the device's shared memory per CTA (99 KiB on sm_86, sm_89 and sm_120) cannot hold them,
-// down to one (copies then wait for the previous iteration's compute: 16 heads a CTA at head dim 128).
-int attention_decode_stages(int head_dim, bool fp8, int group, int max_shared_bytes) {
-  const auto bytes = [&](int stages) {
-    return int(attention_decode_smem_bytes(head_dim, fp8, group, stages)) + attention_decode_static_bytes(group);
-  };
-  for (int stages = fp8 || head_dim == 128 ? 2 : 3; stages >= 1; --stages) {
-    if (bytes(stages) <= max_shared_bytes) return stages;
-  }
-  fail_usage("decode attention of {} query heads a CTA at head size {} needs {} bytes of shared memory; this GPU "
-             "gives a CTA {}", group, head_dim, bytes(1), max_shared_bytes);
-}
 
 }  // namespace
 
@@ -145,10 +84,11 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   const int group_size = p.n_heads / p.n_kv_heads;
   const int heads_per_cta = decode_heads_per_cta(group_size);
   const int n_rows = step_.n_rows();
-  const std::int64_t n_ctas = std::int64_t(n_rows) * p.n_kv_heads * (group_size / heads_per_cta);
+  // (row, head group) pairs; each splits its keys into n_splits work items.
+  const std::int64_t n_groups = std::int64_t(n_rows) * p.n_kv_heads * (group_size / heads_per_cta);
   std::int64_t max_keys = std::int64_t(l.n_pages) * l.page_size_tokens;
   if (p.sliding_window > 0) max_keys = std::min<std::int64_t>(max_keys, p.sliding_window);
-  int n_splits = decode_splits(n_ctas, device().n_multiprocessors, max_keys);
+  int n_splits = decode_splits(n_groups, device().n_multiprocessors, max_keys);
 
   // Scratch: the merge counters [n_rows][n_heads] int at a fixed place in front (zero between
   // launches: the merging CTA resets its own), then partials acc [n_rows][n_heads][n_splits][head_dim]
@@ -158,10 +98,10 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   const std::size_t counters_needed = std::size_t(n_rows) * std::size_t(p.n_heads);
   if (n_splits > 1 && (!attention_scratch_ || counters_needed > attention_counters_ ||
                        attention_scratch_->size_bytes() < attention_counters_ * 4 + acc_bytes + n_slots * 8)) {
-    // rows x splits <= rows + (CTAs per SM x SMs) for any row count (decode_splits).
+    // rows x splits <= rows + (items per SM x SMs) for any row count (decode_splits).
     const std::int64_t max_rows = std::max<std::int64_t>(n_rows, k_scratch_rows);
-    const std::size_t max_slots =
-        std::size_t(max_rows + std::int64_t(k_decode_ctas_per_sm) * device().n_multiprocessors) * std::size_t(p.n_heads);
+    const std::int64_t max_split_rows = max_rows + std::int64_t(k_decode_items_per_sm) * device().n_multiprocessors;
+    const std::size_t max_slots = std::size_t(max_split_rows) * std::size_t(p.n_heads);
     const std::size_t slot_bytes = std::size_t(p.head_dim) * 4 + 8;
     const std::size_t counters = std::max(counters_needed, std::size_t(max_rows) * std::size_t(p.n_heads));
     const std::size_t counters_bytes = (counters * 4 + 255) / 256 * 256;
@@ -183,31 +123,28 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   int window = p.sliding_window, n_rows_arg = n_rows;
   float scale_log2 = p.scale * k_log2e;
   const bool fp8 = l.dtype == DType::f8_e4m3;
-  const int stages = attention_decode_stages(p.head_dim, fp8, heads_per_cta, device().max_shared_bytes_per_block);
+  const int stages = decode_ring_stages(p.head_dim, fp8, heads_per_cta, device().max_shared_bytes_per_block);
   const Defines defines = {{"HEAD_DIM", std::to_string(p.head_dim)},
                            {"PAGE_SIZE", std::to_string(l.page_size_tokens)},
                            {"GROUP", std::to_string(heads_per_cta)},
                            {"KV_FP8", kv_fp8_define(l)},
                            {"KV_STAGES", std::to_string(stages)}};
   const CUfunction f = function("attention_decode", "flare_attention_decode", defines);
-  const unsigned smem = attention_decode_smem_bytes(p.head_dim, fp8, heads_per_cta, stages);
+  const unsigned smem = decode_dynamic_smem_bytes(p.head_dim, fp8, heads_per_cta, stages);
   if (attention_decode_smem_set_.insert(f).second) {  // once per loaded function, not per launch
     check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
           "cuFuncSetAttribute");
   }
   // As many CTAs as are resident at once, each working through its share of the items (row, head
-  // group, split) with its copy ring running on from one item to the next; more where the CTAs'
-  // item tables would overflow.
+  // group, split) with its copy ring running on from one item to the next (decode_grid).
   const auto [resident, inserted] = attention_decode_resident_.try_emplace(f, 0);
   if (inserted) {
     check(driver().occupancy_max_active_blocks(&resident->second, f, 128, smem),
           "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     resident->second = std::max(resident->second, 1);
   }
-  const std::int64_t n_items = n_ctas * n_splits;
-  const std::int64_t grid = std::min<std::int64_t>(
-      n_items, std::max<std::int64_t>(std::int64_t(resident->second) * device().n_multiprocessors,
-                                      (n_items + k_decode_cta_items - 1) / k_decode_cta_items));
+  const std::int64_t n_items = n_groups * n_splits;
+  const std::int64_t grid = decode_grid(n_items, resident->second, device().n_multiprocessors);
   launch(f, {.grid_x = unsigned(grid), .block_x = 128, .shared_bytes = smem},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &n_kv, &n_heads,
           &scale_log2, &window, &n_splits, &n_rows_arg, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr},

@@ -1,0 +1,92 @@
+// The decode attention's launch plan without a GPU: heads per work item, splits, the copy ring's
+// depth against each architecture's shared memory per CTA, and the persistent grid.
+#ifdef FLARE_HAVE_CUDA
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "helios/cuda/attention_decode_plan.h"
+
+namespace flare::helios::cuda {
+namespace {
+
+// Shared memory a CTA may opt into (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).
+constexpr int k_sm80_bytes = 166912, k_sm89_bytes = 101376, k_sm90_bytes = 232448;
+
+TEST(AttentionDecodePlan, HeadsPerItemDivideTheGroupUpToSixteen) {
+  EXPECT_EQ(decode_heads_per_cta(1), 1);
+  EXPECT_EQ(decode_heads_per_cta(4), 4);
+  EXPECT_EQ(decode_heads_per_cta(7), 7);
+  EXPECT_EQ(decode_heads_per_cta(16), 16);
+  EXPECT_EQ(decode_heads_per_cta(32), 16);
+  EXPECT_EQ(decode_heads_per_cta(24), 12);
+  EXPECT_EQ(decode_heads_per_cta(17), 1) << "a prime group above 16 takes one head an item";
+}
+
+TEST(AttentionDecodePlan, SplitsFillTheGpuOnlyWhereKeysCanFeedThem) {
+  // Llama-3.1-8B shape on 132 SMs: batch 1 has 8 (row, kv head) pairs, batch 64 has 512.
+  EXPECT_EQ(decode_splits(8, 132, 131072), 33);
+  EXPECT_EQ(decode_splits(512, 132, 131072), 1);
+  EXPECT_EQ(decode_splits(8, 132, 1000), 4) << "a cache of 1000 tokens feeds 4 splits of 256";
+  EXPECT_EQ(decode_splits(1, 132, 1 << 30), k_max_decode_splits);
+  EXPECT_EQ(decode_splits(1, 132, 1), 1);
+}
+
+TEST(AttentionDecodePlan, RingFitsEachArchitecturesSharedMemory) {
+  for (const int bytes : {k_sm80_bytes, k_sm89_bytes, k_sm90_bytes}) {
+    for (const bool fp8 : {false, true}) {
+      for (const int head_dim : {64, 128}) {
+        for (const int group : {1, 4, 8, 16}) {
+          const int stages = decode_ring_stages(head_dim, fp8, group, bytes);
+          EXPECT_GE(stages, 1);
+          EXPECT_LE(stages, 3);
+          // The kernel's static shared memory as ptxas reports it: 7,312 bytes at 4 heads, 16,912 at 16.
+          const int static_bytes = 4096 + group * 800 + 128;
+          EXPECT_LE(int(decode_dynamic_smem_bytes(head_dim, fp8, group, stages)) + static_bytes, bytes)
+              << "head dim " << head_dim << " group " << group << " fp8 " << fp8 << " on " << bytes << " bytes";
+        }
+      }
+    }
+  }
+  // The measured choices on sm_90, and the fallbacks of the 99 KiB devices.
+  EXPECT_EQ(decode_ring_stages(128, false, 4, k_sm90_bytes), 2);
+  EXPECT_EQ(decode_ring_stages(128, true, 4, k_sm90_bytes), 2);
+  EXPECT_EQ(decode_ring_stages(64, false, 4, k_sm90_bytes), 3);
+  EXPECT_EQ(decode_ring_stages(128, false, 4, k_sm89_bytes), 2);
+  EXPECT_EQ(decode_ring_stages(128, false, 16, k_sm89_bytes), 1);
+}
+
+TEST(AttentionDecodePlan, RingThatCannotFitIsAClearError) {
+  try {
+    decode_ring_stages(128, false, 16, 48 * 1024);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::usage);
+    EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AttentionDecodePlan, DynamicSharedMemoryHoldsTheRingThenTheAccumulators) {
+  // BF16 head dim 128: 32 KiB a stage; four warps x 4 heads x (128 + 4) floats.
+  EXPECT_EQ(decode_dynamic_smem_bytes(128, false, 4, 2), 2u * 32768 + 4 * 4 * 132 * 4);
+  EXPECT_EQ(decode_dynamic_smem_bytes(128, true, 4, 2), 2u * 16384 + 4 * 4 * 132 * 4);
+  EXPECT_EQ(decode_dynamic_smem_bytes(64, false, 1, 3), 3u * 16384 + 4 * 1 * 68 * 4);
+}
+
+TEST(AttentionDecodePlan, GridIsTheResidentCtasUnlessTablesOverflowOrItemsAreFewer) {
+  EXPECT_EQ(decode_grid(512, 2, 132), 264) << "batch 64: two items a CTA";
+  EXPECT_EQ(decode_grid(100, 2, 132), 100) << "fewer items than resident CTAs: one each";
+  EXPECT_EQ(decode_grid(264 * k_decode_cta_items, 2, 132), 264);
+  EXPECT_EQ(decode_grid(264 * k_decode_cta_items + 1, 2, 132), 265) << "no CTA takes more than its table holds";
+  EXPECT_EQ(decode_grid(1000, 0, 132), 132) << "an occupancy of zero still launches";
+  for (const std::int64_t items : {1LL, 77LL, 5000LL, 40000LL, 1000000LL}) {
+    const std::int64_t grid = decode_grid(items, 3, 132);
+    EXPECT_LE((items + grid - 1) / grid, k_decode_cta_items) << items;
+    EXPECT_LE(grid, items);
+  }
+}
+
+}  // namespace
+}  // namespace flare::helios::cuda
+
+#endif  // FLARE_HAVE_CUDA
