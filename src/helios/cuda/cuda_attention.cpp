@@ -131,17 +131,15 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
                            {"KV_STAGES", std::to_string(stages)}};
   const CUfunction f = function("attention_decode", "flare_attention_decode", defines);
   const unsigned smem = decode_dynamic_smem_bytes(p.head_dim, fp8, heads_per_cta, stages);
-  if (attention_decode_smem_set_.insert(f).second) {  // once per loaded function, not per launch
-    check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
-          "cuFuncSetAttribute");
-  }
-  // As many CTAs as are resident at once, each working through its share of the items (row, head
-  // group, split) with its copy ring running on from one item to the next (decode_grid).
+  // Once per loaded function, not per launch: allow its dynamic ring, then ask how many of its CTAs
+  // fit an SM. As many CTAs as are resident at once each work through their share of the items
+  // (row, head group, split), the copy ring running on from one item to the next (decode_grid).
   const auto [resident, inserted] = attention_decode_resident_.try_emplace(f, 0);
   if (inserted) {
+    check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
+          "cuFuncSetAttribute");
     check(driver().occupancy_max_active_blocks(&resident->second, f, 128, smem),
           "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    resident->second = std::max(resident->second, 1);
   }
   const std::int64_t n_items = n_groups * n_splits;
   const std::int64_t grid = decode_grid(n_items, resident->second, device().n_multiprocessors);

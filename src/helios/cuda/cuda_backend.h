@@ -177,8 +177,7 @@ class CudaBackend final : public Backend {
   StepArrays arrays_;
   std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode counters and partials, grows on demand
   std::size_t attention_counters_ = 0;                // merge counters at its front
-  std::set<CUfunction> attention_decode_smem_set_;    // decode kernels allowed their dynamic ring
-  std::map<CUfunction, int> attention_decode_resident_;  // decode kernels: CTAs resident an SM
+  std::map<CUfunction, int> attention_decode_resident_;  // decode kernels (ring allowed): CTAs resident an SM
   std::set<CUfunction> sampler_smem_set_;             // samplers allowed their shared slices
 
   // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.

@@ -76,6 +76,13 @@ std::string with_valid_checksum(std::string bytes) {
   return bytes;
 }
 
+// The serialized table of one entry.
+std::string one(const GemmShapeKey& k, const GemmChoice& c) {
+  GemmTuning t;
+  t.insert(k, c);
+  return t.serialize();
+}
+
 std::string parse_error(const std::string& bytes) {
   try {
     GemmTuning::parse(bytes);
@@ -199,11 +206,6 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
 // A skinny entry replays only what the skinny kernel runs: a known variant, no algorithm bytes,
 // m bucket <= 16 and k a multiple of 8.
 TEST(GemmTuning, RejectsSkinnyChoicesItCannotReplay) {
-  const auto one = [](const GemmShapeKey& k, const GemmChoice& c) {
-    GemmTuning t;
-    t.insert(k, c);
-    return t.serialize();
-  };
   for (std::uint8_t v = 0; v < k_skinny_gemm_n_variants; ++v) {
     for (const std::int64_t m : {1, 2, 3, 8, 16}) {
       const GemmTuning back = GemmTuning::parse(one(key(m, 7, 4104), skinny(v)));
@@ -233,11 +235,6 @@ TEST(GemmTuning, RejectsSkinnyChoicesItCannotReplay) {
 // The FP8 skinny kernels: FP8 weights only, BF16 output; the CUDA-core variants m bucket <= 8 and k
 // a multiple of 16, the tensor-core ones m bucket <= 16 and k a multiple of 128.
 TEST(GemmTuning, RejectsFp8SkinnyChoicesItCannotReplay) {
-  const auto one = [](const GemmShapeKey& k, const GemmChoice& c) {
-    GemmTuning t;
-    t.insert(k, c);
-    return t.serialize();
-  };
   for (std::uint8_t v = 0; v < k_fp8_skinny_n_variants; ++v) {
     for (const std::int64_t m : {1, 2, 5, 8}) {
       const GemmTuning back = GemmTuning::parse(one(fp8_key(m, 7, 4096), skinny_fp8(v)));
@@ -271,11 +268,6 @@ TEST(GemmTuning, RejectsFp8SkinnyChoicesItCannotReplay) {
 
 // The stream kernel: BF16 weights, m bucket 16 to 128 (it takes m >= 9), k a multiple of 8.
 TEST(GemmTuning, RejectsStreamChoicesItCannotReplay) {
-  const auto one = [](const GemmShapeKey& k, const GemmChoice& c) {
-    GemmTuning t;
-    t.insert(k, c);
-    return t.serialize();
-  };
   for (std::uint8_t v = 0; v < k_stream_gemm_n_variants; ++v) {
     for (const std::int64_t m : {9, 16, 32, 64, 128}) {
       for (const DType out : {DType::bf16, DType::f32}) {
