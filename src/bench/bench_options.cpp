@@ -71,6 +71,9 @@ void bench_options_validate(const BenchOptions& o) {
   if (o.prefill_tokens < 0) fail_usage("--prefill: {} is negative", o.prefill_tokens);
   if (o.attention_batch < 1) fail_usage("--attention-batch: {} must be positive", o.attention_batch);
   if (o.attention_context < 0) fail_usage("--attention-context: {} is negative", o.attention_context);
+  if (o.profile_batch != 0 && std::find(o.batches.begin(), o.batches.end(), o.profile_batch) == o.batches.end()) {
+    fail_usage("--profile-batch: {} is not one of the decode buckets", o.profile_batch);
+  }
 }
 
 BenchArgs bench_args_parse(const std::vector<std::string>& args) {
@@ -116,6 +119,8 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       o.attention_batch = parse_count(value, name, 1);
     } else if (name == "--attention-context") {
       o.attention_context = parse_count(value, name, 0);
+    } else if (name == "--profile-batch") {
+      o.profile_batch = parse_count(value, name, 0);
     } else if (name == "--warmup") {
       o.warmup = parse_count(value, name, 0);
     } else if (name == "--repetitions") {
@@ -152,6 +157,9 @@ std::string bench_args_usage() {
          "  --warmup N             untimed runs per measurement               [3]\n"
          "  --repetitions N        timed runs per measurement                 [10]\n"
          "  --no-breakdown         skip the per-operation table\n"
+         "  --profile-batch N      run one decode step of bucket N (a graph replay where captured)\n"
+         "                         between cuProfilerStart and cuProfilerStop, for\n"
+         "                         ncu --profile-from-start off (0: none)     [0]\n"
          "  --gpu N                device ordinal                             [0]\n"
          "  --seed N               random weights, KV and tokens              [1]\n"
          "  --json PATH            also write the report as JSON\n"

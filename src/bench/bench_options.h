@@ -27,6 +27,8 @@ struct BenchOptions {
   std::int32_t warmup = 3;                                 // untimed runs before each measurement
   std::int32_t repetitions = 10;                           // timed runs (median and quartiles)
   bool breakdown = true;                                   // per-operation table of one decode step
+  std::int32_t profile_batch = 0;                          // one decode step of this bucket inside a
+                                                           // profiler range (ncu); 0: none
   std::uint64_t seed = 1;                                  // random weights, KV and tokens
   std::optional<std::filesystem::path> json_path;          // --json / --output
   std::optional<std::filesystem::path> kernel_cache;       // default: [paths].kernel_cache default

@@ -139,6 +139,7 @@ TEST_F(CudaStreamGemm, DecodeBatch64RaceAndTimings) {
     // The race and its replays.
     cuda::GemmRunner runner(lt, gpu_->device().arch(), gpu_->stream());
     runner.set_stream_gemm(make_stream());
+    runner.set_l2_bytes(gpu_->device().l2_bytes);  // qkv and o race over copies of their weights
     GemmTuning tuning;
     const Matrix first_out = poisoned_out(DType::bf16, m, s.n, s.n);
     ASSERT_EQ(runner.run(op_of(0, first_out), tuning), cuda::GemmResult::done);
@@ -168,6 +169,7 @@ TEST_F(CudaStreamGemm, DecodeBatch64RaceAndTimings) {
       return 1000.0 * t.median_ms / k_per_graph;
     };
     cuda::GemmRunner cublaslt_only(lt, gpu_->device().arch(), gpu_->stream());
+    cublaslt_only.set_l2_bytes(gpu_->device().l2_bytes);
     GemmTuning lt_tuning;
     cublaslt_only.run(op_of(0, o), lt_tuning);
     const double lt_us = time_us([&](const cuda::GemmOperands& op) { cublaslt_only.run(op, lt_tuning); });

@@ -6,6 +6,7 @@
 #include "bench/bench_steps.h"
 #include "bench/model_costs.h"
 #include "common/error.h"
+#include "helios/cuda/driver.h"
 
 namespace flare::bench::cuda {
 namespace {
@@ -88,6 +89,7 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
           d.timing = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(step, cache); });
         }
         d.tokens_per_s = batch / (d.timing.median_ms * 1e-3);
+        if (batch == options.profile_batch) profile(step, cache);
       } catch (const Error& e) {
         d.skipped = failure_text(backend(), e);
       }
@@ -98,6 +100,16 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
     }
   }
   model.drop_decode_graphs();  // they name this cache, freed on return
+}
+
+void StepBench::profile(const helios::Step& step, helios::KvCache& cache) {
+  const helios::cuda::Driver& d = helios::cuda::driver();
+  if (!d.profiler_start || !d.profiler_stop) fail(ExitCode::failure, "--profile-batch: the CUDA driver has no cuProfilerStart");
+  backend().synchronize();
+  helios::cuda::check(d.profiler_start(), "cuProfilerStart");
+  run(step, cache);
+  backend().synchronize();
+  helios::cuda::check(d.profiler_stop(), "cuProfilerStop");
 }
 
 Breakdown StepBench::breakdown(const helios::Step& step, helios::KvCache& cache, std::int32_t context, double step_ms) {

@@ -41,6 +41,9 @@ struct StepBench {
 
  private:
   Breakdown breakdown(const helios::Step& step, helios::KvCache& cache, std::int32_t context, double step_ms);
+  // One run of `step` (the captured graph where there is one) between cuProfilerStart and
+  // cuProfilerStop: what `ncu --profile-from-start off` records.
+  void profile(const helios::Step& step, helios::KvCache& cache);
 };
 
 }  // namespace flare::bench::cuda

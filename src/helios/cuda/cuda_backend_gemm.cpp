@@ -22,6 +22,7 @@ void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir) {
       },
       early_work_programmatic_launch(device()));
   gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_, std::move(skinny));
+  gemm_->set_l2_bytes(device().l2_bytes);
   if (stream_gemm_wanted()) {  // its modules were precompiled with the others
     gemm_->set_stream_gemm(std::make_unique<StreamGemm>(
         [this](const std::string& entry, int tile) {

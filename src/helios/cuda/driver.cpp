@@ -99,6 +99,8 @@ LoadResult load_driver() {
   if (!ok) return r;  // the library stays open: unloading a driver is never worth it
   d.tensor_map_encode_tiled =
       reinterpret_cast<decltype(d.tensor_map_encode_tiled)>(dlsym(library, FLARE_CU_NAME(cuTensorMapEncodeTiled)));
+  d.profiler_start = reinterpret_cast<decltype(d.profiler_start)>(dlsym(library, FLARE_CU_NAME(cuProfilerStart)));
+  d.profiler_stop = reinterpret_cast<decltype(d.profiler_stop)>(dlsym(library, FLARE_CU_NAME(cuProfilerStop)));
   const CUresult init = d.init(0);
   if (init != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -174,6 +176,9 @@ DeviceInfo device_info(int index) {
   check(d.device_get_attribute(&info.max_shared_bytes_per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                device),
         "cuDeviceGetAttribute(shared memory per block, opt-in)");
+  int l2 = 0;
+  check(d.device_get_attribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device), "cuDeviceGetAttribute(L2 size)");
+  info.l2_bytes = std::size_t(l2);
   check(d.device_total_mem(&info.total_bytes, device), "cuDeviceTotalMem");
   return info;
 }

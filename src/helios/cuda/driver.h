@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -52,7 +53,11 @@ struct Driver {
   decltype(&::cuEventRecord) event_record = nullptr;
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
   decltype(&::cuEventElapsedTime) event_elapsed_time = nullptr;
-  decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;  // GEMM tuning never times inside a capture
+  decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;
+  // The range an external profiler (ncu --profile-from-start off) records; null where the driver
+  // lacks them.
+  decltype(&::cuProfilerStart) profiler_start = nullptr;
+  decltype(&::cuProfilerStop) profiler_stop = nullptr;  // GEMM tuning never times inside a capture
   // CUDA graphs of captured steps and the pinned staging of their inputs (graph.h).
   decltype(&::cuStreamBeginCapture) stream_begin_capture = nullptr;
   decltype(&::cuStreamEndCapture) stream_end_capture = nullptr;
@@ -101,6 +106,7 @@ struct DeviceInfo {
   int compute_minor = 0;
   int n_multiprocessors = 0;
   int max_shared_bytes_per_block = 0;  // dynamic shared memory a kernel may opt into
+  std::size_t l2_bytes = 0;
   std::size_t total_bytes = 0;
   std::string arch() const;  // "sm_90"
 };

@@ -18,6 +18,11 @@ std::uint32_t alignment_bytes(CUdeviceptr address, std::int64_t row_bytes) {
   return std::uint32_t(bits & (~bits + 1));  // lowest set bit
 }
 
+// The race's weight copies (cold_weight_copies): at most this many, and aligned like the weights
+// modulo this (cuMemAlloc's alignment is larger).
+constexpr std::size_t k_max_weight_copies = 64;
+constexpr CUdeviceptr k_copy_alignment = 256;
+
 // Split-K entrants join the race for problems of at most this many rows (decode batches and
 // small prefill chunks), made from the heuristic's first few algorithms.
 constexpr std::int64_t k_split_k_max_m = 256;
@@ -364,7 +369,14 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
     tuning.record(key, first);
     return plan;
   }
-  const auto enqueue_candidate = [&](int i) { return enqueue_choice(*plan, choices[std::size_t(i)], op); };
+  const std::vector<std::unique_ptr<DeviceMemory>> copies = cold_weight_copies(op);
+  const CUdeviceptr offset = op.w % k_copy_alignment;
+  std::size_t next_copy = 0;
+  const auto enqueue_candidate = [&](int i) {
+    GemmOperands timed = op;
+    if (!copies.empty()) timed.w = copies[next_copy++ % copies.size()]->address() + offset;
+    return enqueue_choice(*plan, choices[std::size_t(i)], timed);
+  };
   const RaceResult raced = race(int(choices.size()), enqueue_candidate, stream_, settings);
   tuning.count_timed();
   if (raced.winner < 0) return nullptr;  // none of the entrants runs
@@ -374,6 +386,26 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   plan->set_choice(won);
   tuning.record(key, won);
   return plan;
+}
+
+std::vector<std::unique_ptr<DeviceMemory>> GemmRunner::cold_weight_copies(const GemmOperands& op) const {
+  std::vector<std::unique_ptr<DeviceMemory>> copies;
+  const std::size_t element = op.w_dtype == DType::f8_e4m3 ? 1 : 2;
+  const std::size_t bytes = (std::size_t(op.n - 1) * std::size_t(op.w_stride) + std::size_t(op.k)) * element;
+  if (l2_bytes_ == 0 || bytes >= 2 * l2_bytes_) return copies;
+  // Enough copies that L2 holds none of them by the time its turn comes again.
+  const std::size_t n_copies = std::min<std::size_t>(k_max_weight_copies, (3 * l2_bytes_) / bytes + 1);
+  const CUdeviceptr offset = op.w % k_copy_alignment;
+  try {
+    for (std::size_t c = 0; c < n_copies; ++c) {
+      copies.push_back(std::make_unique<DeviceMemory>(bytes + offset));
+      check(driver().memcpy_dtod_async(copies.back()->address() + offset, op.w, bytes, stream_.handle()),
+            "cuMemcpyDtoDAsync (weight copies for the GEMM race)");
+    }
+  } catch (const Error&) {
+    copies.clear();  // no room: time the weights in place, from L2 where they fit
+  }
+  return copies;
 }
 
 GemmResult GemmRunner::run(const GemmOperands& op, GemmTuning& tuning) {

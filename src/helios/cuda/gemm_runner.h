@@ -19,7 +19,8 @@
 // Each exact problem (shape, strides, dtypes, pointer alignments) gets a Plan once: descriptors and
 // the kernel, chosen from the GemmTuning table by its bucketed key (refreshed from its file on a
 // miss), else by timing the heuristic's candidates and the skinny kernel's variants where it takes
-// the problem (gemm_tuner.h) and recording the winner, else the heuristic's first candidate (the
+// the problem (gemm_tuner.h) and recording the winner (weights that fit in L2 are timed from
+// copies taken in turn: a step reads each weight from HBM, not from L2), else the heuristic's first candidate (the
 // skinny kernel's first variant when cuBLASLt has none): table frozen or effort off (not recorded),
 // or the stream is being captured into a graph (recorded, so eager runs agree with the graph).
 // Running a plan enqueues one cublasLtMatmul with the runner's 32 MiB workspace, or one skinny
@@ -37,6 +38,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "helios/cuda/cublaslt.h"
 #include "helios/cuda/driver.h"
@@ -81,6 +83,9 @@ class GemmRunner {
   void set_stream_gemm(std::unique_ptr<StreamGemm> stream) { stream_gemm_ = std::move(stream); }
   bool has_stream_gemm() const { return stream_gemm_ != nullptr; }
   bool has_fp8_kernels() const { return fp8_ != nullptr; }
+  // The device's L2 size: the race times weights smaller than twice this from copies taken in turn,
+  // so that each run reads them from HBM as a step does. 0 (the default) times them in place.
+  void set_l2_bytes(std::size_t bytes) { l2_bytes_ = bytes; }
   // The FP8 skinny kernel's variant `variant` on a problem it takes, untimed and unplanned (the
   // backend's last resort); false when it does not take it or the launch fails.
   bool enqueue_fp8_skinny(const GemmOperands& op, int variant) const {
@@ -129,6 +134,9 @@ class GemmRunner {
   // The activation quantization, then the tensor-core kernel's variant `variant`.
   bool enqueue_fp8_mma(const GemmOperands& op, int variant);
   bool capturing() const;
+  // The copies of op's weights that the race takes in turn (empty: time them in place), each at
+  // the same offset from a 256-byte boundary as op.w, so every plan's alignment holds.
+  std::vector<std::unique_ptr<DeviceMemory>> cold_weight_copies(const GemmOperands& op) const;
 
   const CublasLt& lt_;
   std::string arch_;
@@ -138,6 +146,7 @@ class GemmRunner {
   std::unique_ptr<Fp8Kernels> fp8_;     // null: no FP8 problems
   std::unique_ptr<StreamGemm> stream_gemm_;  // null: not on this GPU
   std::unique_ptr<DeviceMemory> fp8_scratch_;  // quantized activations and their scales
+  std::size_t l2_bytes_ = 0;
   std::int64_t fp8_scratch_m_ = 0, fp8_scratch_k_ = 0;
   std::map<std::tuple<std::int64_t, std::int64_t, Fp8Scaling>, bool> fp8_available_;  // fp8_cublaslt_available()
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;

@@ -28,6 +28,7 @@ TEST(BenchOptions, DefaultsMeasureTheIssueTargets) {
   EXPECT_EQ(a.options.attention_batch, 32);
   EXPECT_EQ(a.options.attention_context, 8192);
   EXPECT_TRUE(a.options.breakdown);
+  EXPECT_EQ(a.options.profile_batch, 0);
   EXPECT_FALSE(a.options.json_path);
   EXPECT_FALSE(a.help);
 }
@@ -37,7 +38,7 @@ TEST(BenchOptions, ParsesEveryOptionInBothForms) {
                                         "256,8192", "--kv-dtype", "bf16,fp8", "--attention-batch", "8",
                                         "--attention-context=0", "--warmup", "0", "--repetitions", "3", "--gpu", "1",
                                         "--seed", "7", "--json", "/tmp/x.json", "--kernel-cache", "/tmp/k",
-                                        "--no-breakdown"});
+                                        "--no-breakdown", "--profile-batch", "4"});
   EXPECT_EQ(a.shape, "qwen3-8b");
   EXPECT_EQ(a.options.batches, (std::vector<std::int32_t>{1, 4, 16}));
   EXPECT_EQ(a.options.prefill_tokens, 512);
@@ -52,6 +53,7 @@ TEST(BenchOptions, ParsesEveryOptionInBothForms) {
   EXPECT_EQ(a.options.json_path->string(), "/tmp/x.json");
   EXPECT_EQ(a.options.kernel_cache->string(), "/tmp/k");
   EXPECT_FALSE(a.options.breakdown);
+  EXPECT_EQ(a.options.profile_batch, 4);
   EXPECT_TRUE(bench_args_parse({"--help"}).help);
   EXPECT_TRUE(bench_args_parse({"-h"}).help);
 }
@@ -73,6 +75,9 @@ TEST(BenchOptions, BadValuesAreUsageErrorsNamingTheFlag) {
   EXPECT_NE(message.find("'fp16' is not a KV dtype"), std::string::npos) << message;
   EXPECT_EQ(parse_error_code({"--kv-dtype", "fp8,fp8"}), ExitCode::usage);
   EXPECT_EQ(parse_error_code({"--attention-batch", "0"}), ExitCode::usage);
+  EXPECT_EQ(parse_error_code({"--profile-batch", "-1"}), ExitCode::usage);
+  EXPECT_EQ(parse_error_code({"--buckets", "1,64", "--profile-batch", "32"}, &message), ExitCode::usage);
+  EXPECT_NE(message.find("--profile-batch: 32 is not one of the decode buckets"), std::string::npos) << message;
   EXPECT_EQ(parse_error_code({"--warmup"}, &message), ExitCode::usage);
   EXPECT_NE(message.find("--warmup needs a value"), std::string::npos) << message;
   EXPECT_EQ(parse_error_code({"--frobnicate", "1"}, &message), ExitCode::usage);
