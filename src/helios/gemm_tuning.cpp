@@ -6,6 +6,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -137,6 +138,12 @@ TuneEffort parse_tune_effort(std::string_view text) {
   if (text == "default") return TuneEffort::normal;
   if (text == "audit") return TuneEffort::audit;
   fail_usage("autotune effort must be off, default or audit, not '{}'", text);
+}
+
+std::size_t race_weight_copies(std::uint64_t weight_bytes, std::uint64_t l2_bytes) {
+  constexpr std::size_t k_max_copies = 64;
+  if (l2_bytes == 0 || weight_bytes == 0 || weight_bytes >= 2 * l2_bytes) return 0;
+  return std::size_t(std::min<std::uint64_t>(k_max_copies, 3 * l2_bytes / weight_bytes + 1));
 }
 
 std::string_view tune_effort_name(TuneEffort effort) {

@@ -91,6 +91,12 @@ inline constexpr std::int64_t k_stream_gemm_k_multiple = 8;
 inline constexpr std::array<std::uint8_t, 7> k_stream_gemm_splits = {1, 2, 3, 4, 5, 6, 8};
 inline constexpr std::uint8_t k_stream_gemm_n_variants = std::uint8_t(k_stream_gemm_splits.size());
 
+// How many copies of a weight matrix of `weight_bytes` the race takes in turn so that each run
+// reads it from HBM, as a decode step does (the layers' weights together dwarf L2): 0 where it is at
+// least twice the L2 (nothing of it survives to the next run) or the L2 size is unknown (0); else
+// enough that L2 holds none of them when a copy's turn comes again (3 x L2 together), at most 64.
+std::size_t race_weight_copies(std::uint64_t weight_bytes, std::uint64_t l2_bytes);
+
 struct GemmChoice {
   GemmKind kind = GemmKind::cublaslt;
   std::uint8_t variant = 0;             // skinny variant; 0 for cuBLASLt

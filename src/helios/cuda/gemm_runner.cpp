@@ -18,9 +18,8 @@ std::uint32_t alignment_bytes(CUdeviceptr address, std::int64_t row_bytes) {
   return std::uint32_t(bits & (~bits + 1));  // lowest set bit
 }
 
-// The race's weight copies (cold_weight_copies): at most this many, and aligned like the weights
-// modulo this (cuMemAlloc's alignment is larger).
-constexpr std::size_t k_max_weight_copies = 64;
+// The race's weight copies (cold_weight_copies) sit at the weights' offset from a multiple of this
+// (cuMemAlloc's alignment is larger).
 constexpr CUdeviceptr k_copy_alignment = 256;
 
 // Split-K entrants join the race for problems of at most this many rows (decode batches and
@@ -392,9 +391,7 @@ std::vector<std::unique_ptr<DeviceMemory>> GemmRunner::cold_weight_copies(const 
   std::vector<std::unique_ptr<DeviceMemory>> copies;
   const std::size_t element = op.w_dtype == DType::f8_e4m3 ? 1 : 2;
   const std::size_t bytes = (std::size_t(op.n - 1) * std::size_t(op.w_stride) + std::size_t(op.k)) * element;
-  if (l2_bytes_ == 0 || bytes >= 2 * l2_bytes_) return copies;
-  // Enough copies that L2 holds none of them by the time its turn comes again.
-  const std::size_t n_copies = std::min<std::size_t>(k_max_weight_copies, (3 * l2_bytes_) / bytes + 1);
+  const std::size_t n_copies = race_weight_copies(bytes, l2_bytes_);
   const CUdeviceptr offset = op.w % k_copy_alignment;
   try {
     for (std::size_t c = 0; c < n_copies; ++c) {

@@ -353,6 +353,22 @@ TEST_F(GemmTuningFile, AttachedTablesShareDecisionsThroughTheFile) {
   EXPECT_EQ(GemmTuning::load_file(path).size(), 2u);
 }
 
+TEST(GemmTuning, RaceCopiesWeightsThatL2WouldHold) {
+  constexpr std::uint64_t l2 = 50u << 20, mib = 1u << 20;
+  EXPECT_EQ(race_weight_copies(34 * mib, 0), 0u) << "unknown L2: timed in place";
+  EXPECT_EQ(race_weight_copies(0, l2), 0u);
+  EXPECT_EQ(race_weight_copies(2 * l2, l2), 0u) << "twice the L2 streams from HBM anyway";
+  EXPECT_EQ(race_weight_copies(235 * mib, l2), 0u) << "Llama-3.1-8B gate_up";
+  EXPECT_EQ(race_weight_copies(34 * mib, l2), 5u) << "Llama-3.1-8B o: 5 x 34 MiB exceed 3 x L2";
+  EXPECT_EQ(race_weight_copies(48 * mib, l2), 4u) << "qkv";
+  EXPECT_EQ(race_weight_copies(2 * l2 - 1, l2), 2u);
+  EXPECT_EQ(race_weight_copies(64 * 1024, l2), 64u) << "capped";
+  for (const std::uint64_t bytes : {1 * mib, 8 * mib, 33 * mib, 99 * mib}) {
+    const std::size_t n = race_weight_copies(bytes, l2);
+    EXPECT_TRUE(n == 64 || n * bytes > 3 * l2) << bytes;
+  }
+}
+
 TEST(GemmTuning, EffortNamesMatchTheFlag) {
   EXPECT_EQ(parse_tune_effort("off"), TuneEffort::off);
   EXPECT_EQ(parse_tune_effort("default"), TuneEffort::normal);
