@@ -53,11 +53,11 @@ struct Driver {
   decltype(&::cuEventRecord) event_record = nullptr;
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
   decltype(&::cuEventElapsedTime) event_elapsed_time = nullptr;
-  decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;
+  decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;  // GEMM tuning never times inside a capture
   // The range an external profiler (ncu --profile-from-start off) records; null where the driver
   // lacks them.
   decltype(&::cuProfilerStart) profiler_start = nullptr;
-  decltype(&::cuProfilerStop) profiler_stop = nullptr;  // GEMM tuning never times inside a capture
+  decltype(&::cuProfilerStop) profiler_stop = nullptr;
   // CUDA graphs of captured steps and the pinned staging of their inputs (graph.h).
   decltype(&::cuStreamBeginCapture) stream_begin_capture = nullptr;
   decltype(&::cuStreamEndCapture) stream_end_capture = nullptr;

@@ -20,9 +20,10 @@
 // the kernel, chosen from the GemmTuning table by its bucketed key (refreshed from its file on a
 // miss), else by timing the heuristic's candidates and the skinny kernel's variants where it takes
 // the problem (gemm_tuner.h) and recording the winner (weights that fit in L2 are timed from
-// copies taken in turn: a step reads each weight from HBM, not from L2), else the heuristic's first candidate (the
-// skinny kernel's first variant when cuBLASLt has none): table frozen or effort off (not recorded),
-// or the stream is being captured into a graph (recorded, so eager runs agree with the graph).
+// copies taken in turn: a step reads each weight from HBM, not from L2), else the heuristic's first
+// candidate (the skinny kernel's first variant when cuBLASLt has none): table frozen or effort off
+// (not recorded), or the stream is being captured into a graph (recorded, so eager runs agree with
+// the graph).
 // Running a plan enqueues one cublasLtMatmul with the runner's 32 MiB workspace, or one skinny
 // kernel: no host synchronization and no allocation, so it can be captured. Timing does
 // synchronize, so it happens only outside a capture.
