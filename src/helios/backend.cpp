@@ -79,6 +79,12 @@ std::vector<SampledToken> Backend::sample(const Tensor& logits, std::span<const 
   return out;
 }
 
+void Backend::linear_residual_rms_norm(const Tensor& x, const Tensor& weight, Tensor delta, Tensor residual,
+                                       const Tensor& norm_weight, float eps, Tensor out) {
+  linear(x, weight, nullptr, delta);
+  rms_norm(delta, &residual, norm_weight, eps, out);
+}
+
 void Backend::rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, Tensor k, const Tensor& v,
                               std::int32_t head_dim, const RotaryParams& rope, const QkNormParams* qk_norm) {
   if (qk_norm) {

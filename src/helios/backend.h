@@ -191,6 +191,13 @@ class Backend {
   virtual void embedding(const Tensor& table, Tensor out) = 0;
   // With residual: residual += x, then out = rms_norm(residual) * weight; without: out = rms_norm(x) * weight.
   virtual void rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) = 0;
+  // The projection that ends a block, the residual add and the next norm as one operation:
+  //   delta = x @ weight^T; residual += delta; out = rms_norm(residual) * norm_weight
+  // with linear's and rms_norm's numerics (delta rounded to the activation dtype before the add).
+  // `delta` [x.rows, weight.rows] is scratch that a backend which fuses the steps may leave
+  // unwritten; the default runs linear, then rms_norm.
+  virtual void linear_residual_rms_norm(const Tensor& x, const Tensor& weight, Tensor delta, Tensor residual,
+                                        const Tensor& norm_weight, float eps, Tensor out);
   // In place, per head of head_dim elements: x = rms_norm(x) * weight[head_dim]  (Qwen3 q/k norm).
   virtual void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) = 0;
   // out = x @ weight^T (+ bias): x [m, k] activations, weight [n, k] bf16, bias [1, n] f32, out [m, n].

@@ -22,12 +22,13 @@ namespace flare::helios {
 namespace {
 
 constexpr std::string_view k_magic = "FLGT";
-constexpr std::uint32_t k_format_version = 3;  // 2: each entry says its kind; 3: and its weight dtype
+// 2: each entry says its kind; 3: and its weight dtype; 4: and whether it feeds a norm
+constexpr std::uint32_t k_format_version = 4;
 constexpr std::size_t k_digest_bytes = 32;
 constexpr std::size_t k_max_arch_bytes = 16;
 constexpr std::int64_t k_max_dim = std::int64_t(1) << 31;  // cuBLASLt dimensions are int32-sized
 // The smallest entry: arch "sm_NN" (5) + length byte + the fixed fields.
-constexpr std::size_t k_fixed_entry_bytes = 1 + 8 + 8 + 8 + 8 + 1 + 1 + 1 + 1 + 1 + 64 + 4 + 2;
+constexpr std::size_t k_fixed_entry_bytes = 1 + 8 + 8 + 8 + 8 + 1 + 1 + 1 + 1 + 1 + 1 + 64 + 4 + 2;
 
 std::array<unsigned char, k_digest_bytes> sha256(std::string_view bytes) {
   std::array<unsigned char, k_digest_bytes> digest{};
@@ -96,6 +97,14 @@ void check_kind(std::uint32_t i, const GemmShapeKey& key, std::uint8_t kind, Gem
     choice.kind = GemmKind::cublaslt;
     return;
   }
+  if (kind == std::uint8_t(GemmKind::split_partials)) {
+    if (!key.into_norm || key.weights != DType::bf16 || key.out != DType::bf16 || key.bias ||
+        key.m_bucket > k_split_partials_max_m || !split_partials_divides(key.k, choice.variant)) {
+      fail_input("GEMM tuning entry {} splits k {} {} ways where that cannot run", i, key.k, choice.variant);
+    }
+    choice.kind = GemmKind::split_partials;
+    return;
+  }
   if (kind != std::uint8_t(GemmKind::skinny) && kind != std::uint8_t(GemmKind::skinny_fp8) &&
       kind != std::uint8_t(GemmKind::stream)) {
     fail_input("GEMM tuning entry {} has an unknown kind {}", i, kind);
@@ -138,6 +147,13 @@ TuneEffort parse_tune_effort(std::string_view text) {
   if (text == "default") return TuneEffort::normal;
   if (text == "audit") return TuneEffort::audit;
   fail_usage("autotune effort must be off, default or audit, not '{}'", text);
+}
+
+bool split_partials_divides(std::int64_t k, std::int64_t parts) {
+  if (std::find(k_split_partials_parts.begin(), k_split_partials_parts.end(), parts) == k_split_partials_parts.end()) {
+    return false;
+  }
+  return k % (parts * k_split_partials_k_multiple) == 0;
 }
 
 std::size_t race_weight_copies(std::uint64_t weight_bytes, std::uint64_t l2_bytes) {
@@ -183,6 +199,7 @@ std::string GemmTuning::serialize() const {
     put(out, dtype_code(key.out));
     put(out, dtype_code(key.weights));
     put(out, std::uint8_t(key.bias ? 1 : 0));
+    put(out, std::uint8_t(key.into_norm ? 1 : 0));
     put(out, std::uint8_t(choice.kind));
     put(out, choice.variant);
     for (const std::uint64_t word : choice.algo) put(out, word);
@@ -224,6 +241,7 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
     const auto out = r.get<std::uint8_t>("output dtype");
     const auto weights = r.get<std::uint8_t>("weight dtype");
     const auto bias = r.get<std::uint8_t>("bias");
+    const auto into_norm = r.get<std::uint8_t>("into-norm flag");
     const auto kind = r.get<std::uint8_t>("kind");
     choice.variant = r.get<std::uint8_t>("variant");
     for (std::uint64_t& word : choice.algo) word = r.get<std::uint64_t>("algorithm");
@@ -243,6 +261,8 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
     key.weights = DType(weights);
     if (bias > 1) fail_input("GEMM tuning entry {} has an invalid bias flag {}", i, bias);
     key.bias = bias == 1;
+    if (into_norm > 1) fail_input("GEMM tuning entry {} has an invalid into-norm flag {}", i, into_norm);
+    key.into_norm = into_norm == 1;
     check_kind(i, key, kind, choice);
     if (!std::isfinite(choice.time_us) || choice.time_us < 0.0f) fail_input("GEMM tuning entry {} has an invalid time", i);
     if (t.entries_.contains(key)) fail_input("GEMM tuning entry {} repeats a shape", i);

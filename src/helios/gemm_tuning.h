@@ -6,7 +6,10 @@
 // table is plain data with no CUDA dependency, so it can be tested, serialized into a package and
 // parsed back on any machine.
 //
-// Key: (m bucket, n, k, output dtype, weight dtype, bias, architecture, cuBLASLt version). A cuBLASLt algorithm is
+// Key: (m bucket, n, k, output dtype, weight dtype, bias, into norm, architecture, cuBLASLt version).
+// "Into norm" marks a GEMM whose output goes straight into a residual add and RMSNorm that can sum
+// split-K partials itself (Backend::linear_residual_rms_norm): its race also has the split_partials
+// kernels, and its choice is kept apart from the same shape's plain GEMM. A cuBLASLt algorithm is
 // opaque bytes (cublasLtMatmulAlgo_t is 8 x uint64) that only the same cuBLASLt version on the same
 // architecture may reuse, hence both are part of the key. A skinny choice is a variant number.
 //
@@ -18,12 +21,13 @@
 //
 // Serialized form (serialize/parse), little-endian: "FLGT", u32 format version, u32 entry count,
 // entries, then SHA-256 of everything before. Entry: u8 arch length, arch ("sm_90"), u64 library
-// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 weight dtype, u8 bias, u8 kind, u8
-// variant, 8 x u64 algorithm, f32 time (us), u16 candidates raced. parse() rejects anything else
-// with flare::Error (package bytes are untrusted): an unknown kind, a kind that does not take the
-// weight dtype, a cuBLASLt entry with a variant, a skinny entry with an unknown variant, algorithm
-// bytes, or a shape its kernel cannot run, and any other format version (1 and 2, before the kind
-// and the weight dtype, included: their tables are re-tuned or re-exported).
+// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 weight dtype, u8 bias, u8 into norm, u8
+// kind, u8 variant, 8 x u64 algorithm, f32 time (us), u16 candidates raced. parse() rejects anything
+// else with flare::Error (package bytes are untrusted): an unknown kind, a kind that does not take
+// the weight dtype, a cuBLASLt entry with a variant, a skinny entry with an unknown variant, algorithm
+// bytes, or a shape its kernel cannot run, a split_partials entry outside an into-norm key or with a
+// split that does not divide k, and any other format version (1 to 3, before the kind, the weight
+// dtype and the into-norm flag, included: their tables are re-tuned or re-exported).
 //
 // Ownership: one GemmTuning per backend, used by its engine thread; not thread-safe.
 #pragma once
@@ -54,10 +58,11 @@ struct GemmShapeKey {
   DType out = DType::bf16;    // bf16 activations or f32 logits
   DType weights = DType::bf16;  // bf16, or f8_e4m3 with scales
   bool bias = false;
+  bool into_norm = false;           // the output feeds a residual-add RMSNorm that sums split-K partials
   std::string arch;                 // "sm_90"
   std::uint64_t library_version = 0;  // cublasLtGetVersion()
 
-  auto tie() const { return std::tie(m_bucket, n, k, out, weights, bias, arch, library_version); }
+  auto tie() const { return std::tie(m_bucket, n, k, out, weights, bias, into_norm, arch, library_version); }
   bool operator<(const GemmShapeKey& o) const { return tie() < o.tie(); }
   bool operator==(const GemmShapeKey& o) const { return tie() == o.tie(); }
 };
@@ -70,6 +75,10 @@ enum class GemmKind : std::uint8_t {
                    // CUDA-core kernel (m <= 8, k % 16 == 0), 4-7 the tensor-core one (m <= 16, k % 128 == 0)
   stream = 3,      // kernels/stream_gemm.cu (bf16 weights, sm_90, 9 <= m <= 128, k % 8 == 0), split k
                    // ways as k_stream_gemm_splits[GemmChoice::variant] says
+  split_partials = 4,  // into-norm keys only: one strided-batched cublasLtMatmul with GemmChoice::algo
+                       // computes k split GemmChoice::variant ways into F32 partials, which the
+                       // norm sums (bf16 weights and output, no bias, m <= k_split_partials_max_m,
+                       // k % (8 x variant) == 0)
 };
 
 // The skinny kernels' limits and variant counts (kernels/skinny_gemm.cu, kernels/fp8_linear.cu,
@@ -91,6 +100,14 @@ inline constexpr std::int64_t k_stream_gemm_k_multiple = 8;
 inline constexpr std::array<std::uint8_t, 7> k_stream_gemm_splits = {1, 2, 3, 4, 5, 6, 8};
 inline constexpr std::uint8_t k_stream_gemm_n_variants = std::uint8_t(k_stream_gemm_splits.size());
 
+// The split_partials kernels' limits: the ways k may be split, and the rows (decode batches; a
+// prefill chunk's tiles fill the GPU without a split).
+inline constexpr std::array<std::uint8_t, 5> k_split_partials_parts = {2, 3, 4, 6, 8};
+inline constexpr std::int64_t k_split_partials_max_m = 128;
+inline constexpr std::int64_t k_split_partials_k_multiple = 8;  // of each part: 16-byte aligned slices
+// Whether k splits `parts` ways for the split_partials kernels (parts one of k_split_partials_parts).
+bool split_partials_divides(std::int64_t k, std::int64_t parts);
+
 // How many copies of a weight matrix of `weight_bytes` the race takes in turn so that each run
 // reads it from HBM, as a decode step does (the layers' weights together dwarf L2): 0 where it is at
 // least twice the L2 (nothing of it survives to the next run) or the L2 size is unknown (0); else
@@ -99,7 +116,7 @@ std::size_t race_weight_copies(std::uint64_t weight_bytes, std::uint64_t l2_byte
 
 struct GemmChoice {
   GemmKind kind = GemmKind::cublaslt;
-  std::uint8_t variant = 0;             // skinny variant; 0 for cuBLASLt
+  std::uint8_t variant = 0;             // Flare kernel variant, or split_partials' parts; 0 for cuBLASLt
   std::array<std::uint64_t, 8> algo{};  // cublasLtMatmulAlgo_t, opaque; all zero for skinny
   float time_us = 0.0f;                 // mean time of one GEMM when it won (informational)
   std::uint16_t n_candidates = 0;       // how many candidates the race had

@@ -4,6 +4,8 @@
 //   qkv = h Wqkv (+b); [q/k head norm]; rotary; store k, v in pages; attention; o = attn Wo (+b)
 //   h = rms_norm(x += o); gate_up = h Wgu; act = silu(gate) * up; mlp = act Wdown
 // and finally x += mlp, rms_norm, the rows whose logits are wanted, lm_head -> F32 logits.
+// A projection, the residual add after it and the next norm are one backend operation
+// (project_residual_norm), so a device backend may fuse the GEMM's reduction into the norm.
 // Intermediate tensors are named fields of Scratch so any of them can be dumped when debugging.
 #include <algorithm>
 #include <cmath>
@@ -117,6 +119,17 @@ void Model::project(const Tensor& x, const Tensor& weight, const helios::WeightS
   }
 }
 
+void Model::project_residual_norm(const Tensor& x, const Tensor& weight, const helios::WeightScales& scales,
+                                  const Tensor& bias, const Tensor& norm_weight) {
+  Scratch& s = *scratch_;
+  if (weight.dtype == DType::f8_e4m3 || !bias.empty()) {
+    project(x, weight, scales, bias.empty() ? nullptr : &bias, s.delta_t);
+    backend_.rms_norm(s.delta_t, &s.x_t, norm_weight, spec_.rms_norm_eps, s.h_t);
+    return;
+  }
+  backend_.linear_residual_rms_norm(x, weight, s.delta_t, s.x_t, norm_weight, spec_.rms_norm_eps, s.h_t);
+}
+
 void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope) {
   Scratch& s = *scratch_;
   const LayerWeights& w = weights_.layers[std::size_t(layer)];
@@ -135,15 +148,15 @@ void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const he
   params.scale = 1.0f / std::sqrt(float(spec_.head_dim));
   params.sliding_window = spec_.sliding_window;
   backend_.attention(cache, q, params, s.attn_t);
-  project(s.attn_t, w.o, w.o_scales, w.o_bias.empty() ? nullptr : &w.o_bias, s.delta_t);
+  project_residual_norm(s.attn_t, w.o, w.o_scales, w.o_bias, w.post_norm);  // x += attention; h = norm(x)
 }
 
-void Model::mlp_block(std::int32_t layer) {
+void Model::mlp_block(std::int32_t layer, const Tensor& next_norm) {
   Scratch& s = *scratch_;
   const LayerWeights& w = weights_.layers[std::size_t(layer)];
   project(s.h_t, w.gate_up, w.gate_up_scales, nullptr, s.gate_up_t);
   backend_.swiglu(s.gate_up_t, s.act_t);
-  project(s.act_t, w.down, w.down_scales, nullptr, s.delta_t);
+  project_residual_norm(s.act_t, w.down, w.down_scales, Tensor{}, next_norm);  // x += mlp; h = norm(x)
 }
 
 std::vector<float> Model::forward(const helios::Step& step, helios::KvCache& cache) {
@@ -195,18 +208,13 @@ helios::RotaryParams Model::upload_step(const helios::Step& step, const helios::
 void Model::enqueue_step(std::int32_t n_logits, helios::KvCache& cache, const helios::RotaryParams& rope) {
   Scratch& s = *scratch_;
   backend_.embedding(weights_.embed, s.x_t);
+  backend_.rms_norm(s.x_t, nullptr, weights_.layers[0].input_norm, spec_.rms_norm_eps, s.h_t);
   for (std::int32_t layer = 0; layer < spec_.n_layers; ++layer) {
-    const LayerWeights& w = weights_.layers[std::size_t(layer)];
-    if (layer == 0) {
-      backend_.rms_norm(s.x_t, nullptr, w.input_norm, spec_.rms_norm_eps, s.h_t);
-    } else {
-      backend_.rms_norm(s.delta_t, &s.x_t, w.input_norm, spec_.rms_norm_eps, s.h_t);  // x += mlp
-    }
     attention_block(layer, cache, rope);
-    backend_.rms_norm(s.delta_t, &s.x_t, w.post_norm, spec_.rms_norm_eps, s.h_t);  // x += attention
-    mlp_block(layer);
+    // The MLP's residual add goes with the norm after it: the next layer's input norm, or the final one.
+    const bool last = layer + 1 == spec_.n_layers;
+    mlp_block(layer, last ? weights_.final_norm : weights_.layers[std::size_t(layer) + 1].input_norm);
   }
-  backend_.rms_norm(s.delta_t, &s.x_t, weights_.final_norm, spec_.rms_norm_eps, s.h_t);
   if (n_logits == 0) return;
   const Tensor logits_t = Tensor::of(*s.logits, DType::f32, n_logits, spec_.vocab_size);
   const Tensor logit_in = Tensor::of(*s.logit_in, backend_.activation_dtype(), n_logits, spec_.hidden_size);

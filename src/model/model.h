@@ -122,7 +122,12 @@ class Model {
   void project(const helios::Tensor& x, const helios::Tensor& weight, const helios::WeightScales& scales,
                const helios::Tensor* bias, helios::Tensor out);
   void attention_block(std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope);
-  void mlp_block(std::int32_t layer);
+  // x @ weight^T (+ bias), then x_t += it and h_t = rms_norm(x_t) * norm_weight: one backend
+  // operation for BF16 weights without a bias (Backend::linear_residual_rms_norm), else the two.
+  void project_residual_norm(const helios::Tensor& x, const helios::Tensor& weight, const helios::WeightScales& scales,
+                             const helios::Tensor& bias, const helios::Tensor& norm_weight);
+  // Ends with the residual add and `next_norm`, the norm of whatever reads x next.
+  void mlp_block(std::int32_t layer, const helios::Tensor& next_norm);
 
   ModelSpec spec_;
   helios::Backend& backend_;

@@ -25,13 +25,6 @@ class CudaBackendOps : public BackendVersusCpuTest {
  protected:
   CudaBackendOps() : BackendVersusCpuTest(2) {}
 
-  Matrix host_bf16(const std::vector<std::uint16_t>& values, std::int64_t rows, std::int64_t cols) {
-    Matrix m{cpu_.allocate(values.size() * 2), {}};
-    std::memcpy(m.buffer->data(), values.data(), values.size() * 2);
-    m.t = Tensor::of(*m.buffer, DType::bf16, rows, cols);
-    return m;
-  }
-
   // A step of rows (n_tokens, start_position) over pages of `page_size` drawn from a shuffled pool
   // of n_pages; each row's table covers its positions.
   Step make_step(const std::vector<std::pair<int, int>>& rows, std::int32_t page_size, std::int32_t n_pages,

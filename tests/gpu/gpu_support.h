@@ -205,6 +205,13 @@ class BackendVersusCpuTest : public testing::Test {
     for (auto& x : v) x = uniform(rng_);
     return v;
   }
+  // A CPU-backend bf16 matrix of `values` (the CPU backend's weights are bf16).
+  Matrix host_bf16(const std::vector<std::uint16_t>& values, std::int64_t rows, std::int64_t cols) {
+    Matrix m{cpu_.allocate(values.size() * 2), {}};
+    std::memcpy(m.buffer->data(), values.data(), values.size() * 2);
+    m.t = Tensor::of(*m.buffer, DType::bf16, rows, cols);
+    return m;
+  }
   // A CPU-backend f32 matrix of `values` as they are.
   Matrix host_f32_values(const std::vector<float>& values, std::int64_t rows, std::int64_t cols) {
     Matrix m{cpu_.allocate(values.size() * 4), {}};

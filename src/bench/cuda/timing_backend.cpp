@@ -115,6 +115,13 @@ void TimingBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* 
   mark(linear_category(weight), bytes, 2.0 * double(x.rows) * double(weight.rows) * double(weight.cols));
 }
 
+void TimingBackend::linear_residual_rms_norm(const Tensor& x, const Tensor& weight, Tensor delta, Tensor residual,
+                                             const Tensor& norm_weight, float eps, Tensor out) {
+  inner_.linear_residual_rms_norm(x, weight, delta, residual, norm_weight, eps, out);
+  const double bytes = bytes_of(x) + bytes_of(weight) + 2.0 * bytes_of(residual) + bytes_of(out) + bytes_of(norm_weight);
+  mark(linear_category(weight), bytes, 2.0 * double(x.rows) * double(weight.rows) * double(weight.cols));
+}
+
 void TimingBackend::linear_fp8(const Tensor& x, const Tensor& weight, const helios::WeightScales& scales,
                                const Tensor* bias, Tensor out) {
   inner_.linear_fp8(x, weight, scales, bias, out);

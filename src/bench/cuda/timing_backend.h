@@ -61,6 +61,10 @@ class TimingBackend final : public helios::Backend {
   void head_rms_norm(helios::Tensor x, std::int32_t head_dim, const helios::Tensor& weight, float eps) override;
   void linear(const helios::Tensor& x, const helios::Tensor& weight, const helios::Tensor* bias,
               helios::Tensor out) override;
+  // Timed as its GEMM's category: the norm it ends with is part of that operation.
+  void linear_residual_rms_norm(const helios::Tensor& x, const helios::Tensor& weight, helios::Tensor delta,
+                                helios::Tensor residual, const helios::Tensor& norm_weight, float eps,
+                                helios::Tensor out) override;
   bool supports_fp8_weights(std::int64_t rows, std::int64_t cols, std::int32_t block_rows,
                             std::int32_t block_cols) override {
     return inner_.supports_fp8_weights(rows, cols, block_rows, block_cols);

@@ -90,6 +90,16 @@ class MatrixLayout {
   ~MatrixLayout();
   MatrixLayout(const MatrixLayout&) = delete;
   MatrixLayout& operator=(const MatrixLayout&) = delete;
+  template <typename T>
+  void set(cublasLtMatrixLayoutAttribute_t attribute, const T& value) {
+    lt_.check(lt_.api().matrix_layout_set_attribute(layout_, attribute, &value, sizeof value),
+              "cublasLtMatrixLayoutSetAttribute");
+  }
+  // Makes it `count` matrices, each `offset` elements after the one before (a strided batch).
+  void set_batch(std::int32_t count, std::int64_t offset) {
+    set(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count);
+    set(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, offset);
+  }
   cublasLtMatrixLayout_t get() const { return layout_; }
 
  private:

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
+#include <memory>
 #include <thread>
 
 #include "common/error.h"
@@ -65,6 +67,7 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   function("embedding", "flare_embedding");
   function("rms_norm", "flare_rms_norm");
   function("rms_norm", "flare_rms_norm_vec");
+  function("rms_norm", "flare_rms_norm_partials");
   function("swiglu", "flare_swiglu");
   function("swiglu", "flare_swiglu_vec");
   function("linear", "flare_linear_bf16");
@@ -309,6 +312,24 @@ void CudaBackend::embedding(const Tensor& table, Tensor out) {
          {&table_ptr, &table_stride, &vocab, &tokens_ptr, &out_ptr, &out_stride, &cols}, "embedding");
 }
 
+namespace {
+
+// Whether flare_rms_norm_vec (and flare_rms_norm_partials) take rows of `cols` at these addresses.
+bool rms_vec_takes(std::int64_t cols, std::initializer_list<const Tensor*> tensors, const Tensor& weight) {
+  if (cols % 8 != 0 || cols / 8 > k_rms_vec_chunks * k_rms_vec_threads || !aligned_16(weight.data)) return false;
+  return std::ranges::all_of(tensors, [](const Tensor* t) { return !t || (t->stride % 8 == 0 && aligned_16(t->data)); });
+}
+
+// About two chunks per thread: a decode step's one row takes a whole CTA (hidden 4096: 256
+// threads). The block depends on cols only, so every row is reduced in the same order whatever
+// the batch.
+unsigned rms_vec_threads(std::int64_t cols) {
+  const std::int64_t n_chunks = cols / 8;
+  return unsigned(std::clamp<std::int64_t>(((n_chunks + 1) / 2 + 31) / 32 * 32, 32, k_rms_vec_threads));
+}
+
+}  // namespace
+
 void CudaBackend::rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) {
   expect_dtype(x, DType::bf16, "rms_norm input");
   expect_dtype(out, DType::bf16, "rms_norm output");
@@ -326,20 +347,90 @@ void CudaBackend::rms_norm(const Tensor& x, Tensor* residual, const Tensor& weig
   int cols = int(x.cols);
   float eps_v = eps;
   std::vector<void*> args = {&x_ptr, &x_stride, &res_ptr, &res_stride, &w_ptr, &eps_v, &out_ptr, &out_stride, &cols};
-  // The row in registers, read and written once in 16-byte chunks, when its shape allows. About two
-  // chunks per thread: a decode step's one row takes a whole CTA (hidden 4096: 256 threads). The
-  // block depends on cols only, so every row is reduced in the same order whatever the batch.
-  const std::int64_t n_chunks = x.cols / 8;
-  const bool vectors = x.cols % 8 == 0 && n_chunks <= k_rms_vec_chunks * k_rms_vec_threads && x.stride % 8 == 0 &&
-                       out.stride % 8 == 0 && aligned_16(x.data) && aligned_16(out.data) && aligned_16(weight.data) &&
-                       (!residual || (residual->stride % 8 == 0 && aligned_16(residual->data)));
-  if (vectors) {
-    const std::int64_t threads = std::clamp<std::int64_t>(((n_chunks + 1) / 2 + 31) / 32 * 32, 32, k_rms_vec_threads);
-    launch(function("rms_norm", "flare_rms_norm_vec"), {.grid_x = unsigned(x.rows), .block_x = unsigned(threads)},
+  // The row in registers, read and written once in 16-byte chunks, when its shape allows.
+  if (rms_vec_takes(x.cols, {&x, &out, residual}, weight)) {
+    launch(function("rms_norm", "flare_rms_norm_vec"), {.grid_x = unsigned(x.rows), .block_x = rms_vec_threads(x.cols)},
            std::move(args), "rms_norm");
     return;
   }
   launch(function("rms_norm", "flare_rms_norm"), {.grid_x = unsigned(x.rows), .block_x = 256}, std::move(args), "rms_norm");
+}
+
+void CudaBackend::linear_residual_rms_norm(const Tensor& x, const Tensor& weight, Tensor delta, Tensor residual,
+                                           const Tensor& norm_weight, float eps, Tensor out) {
+  const GemmOperands op{.x = address(x),
+                        .x_stride = x.stride,
+                        .w = address(weight),
+                        .w_stride = weight.stride,
+                        .w_dtype = weight.dtype,
+                        .out = address(delta),
+                        .out_stride = delta.stride,
+                        .out_dtype = delta.dtype,
+                        .m = x.rows,
+                        .n = weight.rows,
+                        .k = weight.cols};
+  const bool fusable = gemm_ && x.rows > 0 && x.dtype == DType::bf16 && GemmRunner::split_takes(op) &&
+                       residual.dtype == DType::bf16 && out.dtype == DType::bf16 && norm_weight.dtype == DType::f32 &&
+                       x.cols == weight.cols && norm_weight.rows * norm_weight.cols == weight.rows &&
+                       delta.rows == x.rows && delta.cols == weight.rows && residual.rows == x.rows &&
+                       residual.cols == weight.rows && out.rows == x.rows && out.cols == weight.rows &&
+                       rms_vec_takes(weight.rows, {&residual, &out}, norm_weight);
+  if (!fusable) {
+    Backend::linear_residual_rms_norm(x, weight, delta, residual, norm_weight, eps, out);
+    return;
+  }
+  reserve_split_partials(op);
+  // The race runs each entrant's norm on rows of its own, so the residual is added once.
+  std::unique_ptr<DeviceMemory> race_rows;
+  const auto norm_for_race = [&](int parts) {
+    const std::size_t row_bytes = std::size_t(out.rows * out.cols) * 2;
+    if (!race_rows) {
+      race_rows = std::make_unique<DeviceMemory>(2 * row_bytes);
+      check(driver().memset_d8_async(race_rows->address(), 0, 2 * row_bytes, stream_.handle()), "cuMemsetD8Async");
+    }
+    const Tensor race_residual{race_rows->data(), DType::bf16, out.rows, out.cols, out.cols};
+    const Tensor race_out{static_cast<char*>(race_rows->data()) + row_bytes, DType::bf16, out.rows, out.cols, out.cols};
+    residual_rms_norm(parts, delta, race_residual, norm_weight, eps, race_out);
+  };
+  const int parts = split_partials_ ? gemm_->run_split(op, gemm_tuning_, split_partials_->address(),
+                                                       split_partials_->size_bytes(), norm_for_race)
+                                    : -1;
+  if (parts < 0) {
+    Backend::linear_residual_rms_norm(x, weight, delta, residual, norm_weight, eps, out);
+    return;
+  }
+  residual_rms_norm(parts, delta, residual, norm_weight, eps, out);
+}
+
+void CudaBackend::residual_rms_norm(int parts, const Tensor& delta, Tensor residual, const Tensor& norm_weight, float eps,
+                                    Tensor out) {
+  if (parts == 0) {
+    rms_norm(delta, &residual, norm_weight, eps, out);
+    return;
+  }
+  CUdeviceptr partials = split_partials_->address(), res_ptr = address(residual), w_ptr = address(norm_weight);
+  CUdeviceptr out_ptr = address(out);
+  long long part_stride = delta.rows * delta.cols, res_stride = residual.stride, out_stride = out.stride;
+  int n_parts = parts, cols = int(delta.cols);
+  float eps_v = eps;
+  launch(function("rms_norm", "flare_rms_norm_partials"),
+         {.grid_x = unsigned(delta.rows), .block_x = rms_vec_threads(delta.cols)},
+         {&partials, &part_stride, &n_parts, &res_ptr, &res_stride, &w_ptr, &eps_v, &out_ptr, &out_stride, &cols},
+         "rms_norm_partials");
+}
+
+void CudaBackend::reserve_split_partials(const GemmOperands& op) {
+  // Rows for every decode bucket the step capacity allows, so that growing buckets do not move it.
+  const std::int64_t rows = std::max(op.m, std::min(step_capacity_tokens_, k_split_partials_max_m));
+  const std::size_t want = std::size_t(k_split_partials_parts.back()) * std::size_t(rows) * std::size_t(op.n) * 4;
+  if (split_partials_ && split_partials_->size_bytes() >= want) return;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(driver().stream_is_capturing(stream_.handle(), &status), "cuStreamIsCapturing");
+  if (status != CU_STREAM_CAPTURE_STATUS_NONE) return;  // the plain GEMM serves what does not fit
+  stream_.synchronize();  // queued kernels may still use the old buffer
+  split_partials_.reset();
+  split_partials_ = std::make_unique<DeviceMemory>(want);
+  ++graph_generation_;
 }
 
 void CudaBackend::head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) {

@@ -90,6 +90,10 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) override;
   void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) override;
   void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) override;
+  // The GEMM may leave F32 split-K partials that the norm sums (GemmRunner::run_split); delta is
+  // then unwritten.
+  void linear_residual_rms_norm(const Tensor& x, const Tensor& weight, Tensor delta, Tensor residual,
+                                const Tensor& norm_weight, float eps, Tensor out) override;
   // FP8 weights (cuda_backend_gemm.cpp): kept as FP8 where cuBLASLt has a block-scaled FP8 GEMM
   // for their scales (128 x 128 blocks, or one scale per row).
   bool supports_fp8_weights(std::int64_t rows, std::int64_t cols, std::int32_t block_rows,
@@ -190,6 +194,12 @@ class CudaBackend final : public Backend {
   void reserve_fp8_scratch(std::int64_t m);
   std::int64_t fp8_max_cols_ = 0;  // reserve_fp8_linear(): 0 until FP8 weights are loaded
   std::int64_t step_capacity_tokens_ = 0;  // reserve_step()'s largest max_tokens
+  // The residual add and norm after a GEMM: of its output (parts 0) or of its split-K partials.
+  void residual_rms_norm(int parts, const Tensor& delta, Tensor residual, const Tensor& norm_weight, float eps,
+                         Tensor out);
+  // Sizes split_partials_ for op split the most ways, outside a capture; a move bumps graph_generation_.
+  void reserve_split_partials(const GemmOperands& op);
+  std::unique_ptr<DeviceMemory> split_partials_;  // run_split's F32 partials, read by the next norm
   std::unique_ptr<CublasLt> cublaslt_;
   std::unique_ptr<GemmRunner> gemm_;
   GemmTuning gemm_tuning_;

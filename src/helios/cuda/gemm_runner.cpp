@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "common/error.h"
@@ -76,6 +77,22 @@ struct GemmRunner::Plan {
     }
   }
 
+  // The split_partials problem: k split `parts` ways as a strided batch of `parts` GEMMs, slice i
+  // of w and of x beginning at column i * k / parts, each writing F32 partials [m, n] (column-major
+  // [n, m]) one after another.
+  Plan(const CublasLt& lt, const GemmOperands& op, int parts)
+      : desc(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+        a(lt, CUDA_R_16BF, std::uint64_t(op.k / parts), std::uint64_t(op.n), op.w_stride),
+        b(lt, CUDA_R_16BF, std::uint64_t(op.k / parts), std::uint64_t(op.m), op.x_stride),
+        d(lt, CUDA_R_32F, std::uint64_t(op.n), std::uint64_t(op.m), op.n),
+        parts(parts) {
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSA, cublasOperation_t(CUBLAS_OP_T));
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSB, cublasOperation_t(CUBLAS_OP_N));
+    a.set_batch(parts, op.k / parts);
+    b.set_batch(parts, op.k / parts);
+    d.set_batch(parts, op.n * op.m);
+  }
+
   // FP8: the scale pointers of this run (the weight's, and the activations' in the scratch).
   void set_scales(CUdeviceptr weight_scales, CUdeviceptr activation_scales) {
     desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, reinterpret_cast<const void*>(weight_scales));
@@ -97,6 +114,7 @@ struct GemmRunner::Plan {
   cublasLtMatmulAlgo_t algo{};  // choice.algo, ready for cublasLtMatmul
   bool bias_in_epilogue = false;
   bool fp8 = false;  // FP8 weights with scale modes
+  int parts = 0;     // split_partials: how many F32 partials it writes; 0 for every other problem
 
   void set_choice(const GemmChoice& c) {
     choice = c;
@@ -116,12 +134,16 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const CublasLt& lt, const
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t(k_gemm_workspace_bytes));
   const std::int64_t out_bytes = std::int64_t(dtype_size_bytes(op.out_dtype));
   const std::int64_t w_bytes = std::int64_t(dtype_size_bytes(op.w_dtype));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_bytes(op.w, op.w_stride * w_bytes));
+  // A split's slices begin k / parts columns apart; its partials sit in 256-byte aligned scratch.
+  const std::int64_t slice_bytes = p.parts > 0 ? op.k / p.parts * w_bytes : 0;
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_bytes(op.w, op.w_stride * w_bytes | slice_bytes));
   // FP8 activations sit in the scratch (256-byte aligned) with rows of k bytes.
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-           is_fp8(op) ? alignment_bytes(256, op.k) : alignment_bytes(op.x, op.x_stride * 2));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_bytes(op.out, op.out_stride * out_bytes));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_bytes(op.out, op.out_stride * out_bytes));
+           is_fp8(op) ? alignment_bytes(256, op.k) : alignment_bytes(op.x, op.x_stride * 2 | slice_bytes));
+  const std::uint32_t d_alignment =
+      p.parts > 0 ? alignment_bytes(256, op.n * 4) : alignment_bytes(op.out, op.out_stride * out_bytes);
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d_alignment);
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d_alignment);
   std::vector<cublasLtMatmulHeuristicResult_t> results(std::size_t(std::max(n_wanted, 1)));
   int n_returned = 0;
   const cublasStatus_t status = lt.api().algo_get_heuristic(lt.handle(), p.desc.get(), p.a.get(), p.b.get(), p.d.get(),
@@ -198,6 +220,17 @@ cublasStatus_t enqueue(const CublasLt& lt, const GemmRunner::Plan& p, const cubl
                          p.d.get(), &algo, workspace.data(), workspace.size_bytes(), stream.handle());
 }
 
+// The split_partials GEMM of `p`, its partials written to `partials`.
+cublasStatus_t enqueue_partials(const CublasLt& lt, const GemmRunner::Plan& p, const cublasLtMatmulAlgo_t& algo,
+                                const GemmOperands& op, CUdeviceptr partials, const DeviceMemory& workspace,
+                                const Stream& stream) {
+  const float alpha = 1.0f, beta = 0.0f;
+  auto* out = reinterpret_cast<void*>(partials);
+  return lt.api().matmul(lt.handle(), p.desc.get(), &alpha, reinterpret_cast<const void*>(op.w), p.a.get(),
+                         reinterpret_cast<const void*>(op.x), p.b.get(), &beta, out, p.d.get(), out, p.d.get(), &algo,
+                         workspace.data(), workspace.size_bytes(), stream.handle());
+}
+
 }  // namespace
 
 GemmRunner::GemmRunner(const CublasLt& lt, std::string arch, const Stream& stream, std::unique_ptr<SkinnyGemm> skinny)
@@ -205,7 +238,10 @@ GemmRunner::GemmRunner(const CublasLt& lt, std::string arch, const Stream& strea
 
 GemmRunner::~GemmRunner() = default;
 
-void GemmRunner::clear_plans() { plans_.clear(); }
+void GemmRunner::clear_plans() {
+  plans_.clear();
+  split_plans_.clear();
+}
 
 GemmRunner::PlanKey GemmRunner::plan_key(const GemmOperands& op) {
   const std::int64_t out_bytes = std::int64_t(dtype_size_bytes(op.out_dtype));
@@ -307,8 +343,8 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   const CUdeviceptr b_scales = fp8_scratch_ ? fp8_scratch_->address() + Fp8Kernels::scales_offset(op.m, op.k) : 0;
   auto plan = std::make_unique<Plan>(lt_, op, b_scales);
   const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
-  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, op.out_dtype, op.w_dtype, op.bias != 0, arch_,
-                         lt_.version()};
+  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, op.out_dtype, op.w_dtype, op.bias != 0, false,
+                         arch_, lt_.version()};
   const bool may_time = !tuning.frozen() && tuning.effort() != TuneEffort::off && !capturing();
   const int n_wanted = may_time ? settings.n_candidates : 1;
 
@@ -405,23 +441,144 @@ std::vector<std::unique_ptr<DeviceMemory>> GemmRunner::cold_weight_copies(const 
   return copies;
 }
 
-GemmResult GemmRunner::run(const GemmOperands& op, GemmTuning& tuning) {
+GemmRunner::Plan* GemmRunner::plan_for(const GemmOperands& op, GemmTuning& tuning) {
   if (op.m < 1 || op.n < 1 || op.k < 1) fail(ExitCode::failure, "internal: GEMM [{}, {}, {}]", op.m, op.n, op.k);
   const PlanKey key = plan_key(op);
   auto it = plans_.find(key);
   if (it == plans_.end()) it = plans_.emplace(key, make_plan(op, tuning)).first;
-  Plan* plan = it->second.get();
+  return it->second.get();
+}
+
+GemmResult GemmRunner::run(const GemmOperands& op, GemmTuning& tuning) {
+  Plan* plan = plan_for(op, tuning);
   if (!plan) return GemmResult::unsupported;
-  if (plan->choice.kind != GemmKind::cublaslt) {
-    if (!enqueue_choice(*plan, plan->choice, op)) {
+  return enqueue_plan(*plan, op);
+}
+
+GemmResult GemmRunner::enqueue_plan(Plan& plan, const GemmOperands& op) {
+  if (plan.choice.kind != GemmKind::cublaslt) {
+    if (!enqueue_choice(plan, plan.choice, op)) {
       fail(ExitCode::failure, "CUDA launch of Flare's GEMM kind {} variant {} failed for [{}, {}, {}]",
-           int(plan->choice.kind), plan->choice.variant, op.m, op.n, op.k);
+           int(plan.choice.kind), plan.choice.variant, op.m, op.n, op.k);
     }
     return GemmResult::done;  // the kernel adds the bias
   }
-  if (plan->bias_in_epilogue) plan->set_bias(op.bias);
-  lt_.check(enqueue_cublaslt(*plan, plan->algo, op), "cublasLtMatmul");
-  return op.bias && !plan->bias_in_epilogue ? GemmResult::bias_pending : GemmResult::done;
+  if (plan.bias_in_epilogue) plan.set_bias(op.bias);
+  lt_.check(enqueue_cublaslt(plan, plan.algo, op), "cublasLtMatmul");
+  return op.bias && !plan.bias_in_epilogue ? GemmResult::bias_pending : GemmResult::done;
+}
+
+
+bool GemmRunner::split_takes(const GemmOperands& op) {
+  return op.bias == 0 && op.w_dtype == DType::bf16 && op.out_dtype == DType::bf16 && op.m >= 1 &&
+         op.m <= k_split_partials_max_m;
+}
+
+std::size_t GemmRunner::partials_bytes(const GemmOperands& op, int parts) {
+  return std::size_t(parts) * std::size_t(op.m) * std::size_t(op.n) * 4;
+}
+
+std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands& op, GemmTuning& tuning,
+                                                              CUdeviceptr partials, std::size_t partials_capacity,
+                                                              const std::function<void(int)>& norm) {
+  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, DType::bf16, DType::bf16, false, true,
+                         arch_, lt_.version()};
+  const bool known = tuning.find(key) || (!tuning.frozen() && tuning.refresh() && tuning.find(key));
+  if (known) {
+    const GemmChoice& c = *tuning.find(key);
+    if (c.kind != GemmKind::split_partials || !split_partials_divides(op.k, c.variant)) return nullptr;
+    auto plan = std::make_unique<Plan>(lt_, op, int(c.variant));
+    if (!algo_fits(lt_, *plan, algo_of(c.algo))) return nullptr;  // a bucket mate cuBLASLt rejects: plain
+    plan->set_choice(c);
+    return plan;
+  }
+  Plan* plain = plan_for(op, tuning);  // raced first where it is raced at all
+  const auto record_plain = [&](float time_us, std::size_t n_candidates) {
+    if (!plain || tuning.frozen() || tuning.effort() == TuneEffort::off) return;
+    GemmChoice c = plain->choice;
+    c.time_us = time_us;
+    c.n_candidates = std::uint16_t(n_candidates);
+    tuning.record(key, c);  // inside a capture too, so eager runs agree with the graph
+  };
+  const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
+  if (tuning.frozen() || tuning.effort() == TuneEffort::off || capturing()) {
+    record_plain(0.0f, 1);
+    return nullptr;
+  }
+
+  // The entrants: the plain GEMM (null), then each split's heuristic candidates.
+  std::vector<std::unique_ptr<Plan>> entrants;
+  if (plain) entrants.push_back(nullptr);
+  for (const std::uint8_t parts : k_split_partials_parts) {
+    if (!split_partials_divides(op.k, parts) || partials_bytes(op, parts) > partials_capacity) continue;
+    const Plan probe(lt_, op, parts);
+    for (const auto& candidate : heuristic(lt_, probe, op, std::max(settings.n_candidates / 2, 1))) {
+      auto plan = std::make_unique<Plan>(lt_, op, parts);
+      plan->set_choice({.kind = GemmKind::split_partials, .variant = parts, .algo = algo_words(candidate.algo)});
+      entrants.push_back(std::move(plan));
+    }
+  }
+  if (entrants.size() <= 1) {
+    record_plain(plain ? plain->choice.time_us : 0.0f, entrants.size());
+    return nullptr;
+  }
+  const std::vector<std::unique_ptr<DeviceMemory>> copies = cold_weight_copies(op);
+  const CUdeviceptr offset = op.w % k_copy_alignment;
+  std::size_t next_copy = 0;
+  const auto enqueue_entrant = [&](int i) {
+    GemmOperands timed = op;
+    if (!copies.empty()) timed.w = copies[next_copy++ % copies.size()]->address() + offset;
+    const Plan* entrant = entrants[std::size_t(i)].get();
+    if (!entrant) {
+      if (enqueue_plan(*plain, timed) == GemmResult::unsupported) return false;
+      norm(0);
+      return true;
+    }
+    if (enqueue_partials(lt_, *entrant, entrant->algo, timed, partials, workspace_, stream_) != CUBLAS_STATUS_SUCCESS) {
+      return false;
+    }
+    norm(entrant->parts);
+    return true;
+  };
+  const RaceResult raced = race(int(entrants.size()), enqueue_entrant, stream_, settings);
+  tuning.count_timed();
+  if (raced.winner < 0 || !entrants[std::size_t(raced.winner)]) {
+    record_plain(raced.winner < 0 ? 0.0f : raced.time_us, entrants.size());
+    return nullptr;
+  }
+  std::unique_ptr<Plan> won = std::move(entrants[std::size_t(raced.winner)]);
+  GemmChoice c = won->choice;
+  c.time_us = raced.time_us;
+  c.n_candidates = std::uint16_t(entrants.size());
+  won->set_choice(c);
+  tuning.record(key, c);
+  return won;
+}
+
+int GemmRunner::run_split(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr partials,
+                          std::size_t partials_capacity, const std::function<void(int)>& norm) {
+  if (split_takes(op)) {
+    const PlanKey key = plan_key(op);
+    auto it = split_plans_.find(key);
+    if (it == split_plans_.end()) {
+      it = split_plans_.emplace(key, make_split_plan(op, tuning, partials, partials_capacity, norm)).first;
+    }
+    const Plan* plan = it->second.get();
+    if (plan && partials_bytes(op, plan->parts) <= partials_capacity) {
+      lt_.check(enqueue_partials(lt_, *plan, plan->algo, op, partials, workspace_, stream_),
+                "cublasLtMatmul (split-K partials)");
+      return plan->parts;
+    }
+  }
+  return run(op, tuning) == GemmResult::unsupported ? -1 : 0;
+}
+
+std::optional<GemmChoice> GemmRunner::first_split_choice(const GemmOperands& op, int parts) const {
+  if (!split_takes(op) || !split_partials_divides(op.k, parts)) return std::nullopt;
+  const Plan plan(lt_, op, parts);
+  const auto candidates = heuristic(lt_, plan, op, 1);
+  if (candidates.empty()) return std::nullopt;
+  return GemmChoice{.kind = GemmKind::split_partials, .variant = std::uint8_t(parts), .algo = algo_words(candidates[0].algo)};
 }
 
 }  // namespace flare::helios::cuda

@@ -24,6 +24,11 @@
 // candidate (the skinny kernel's first variant when cuBLASLt has none): table frozen or effort off
 // (not recorded), or the stream is being captured into a graph (recorded, so eager runs agree with
 // the graph).
+// A GEMM whose output goes straight into a residual add and RMSNorm (run_split) may instead split k
+// into parts computed by one strided-batched cublasLtMatmul that writes F32 partials, which the norm
+// sums: at decode batch sizes the plain GEMM's few output tiles leave SMs idle, and cuBLASLt's own
+// split-K adds a reduction kernel the norm makes unnecessary. Its race times each entrant together
+// with the norm that follows it, and its choice is recorded under the into-norm key.
 // Running a plan enqueues one cublasLtMatmul with the runner's 32 MiB workspace, or one skinny
 // kernel: no host synchronization and no allocation, so it can be captured. Timing does
 // synchronize, so it happens only outside a capture.
@@ -35,8 +40,10 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -107,6 +114,20 @@ class GemmRunner {
   // counts in tuning.n_timed() and records its winner in `tuning`).
   GemmResult run(const GemmOperands& op, GemmTuning& tuning);
 
+  // A GEMM whose only reader is a residual-add RMSNorm that can sum split-K partials (the header
+  // comment): enqueues either op as run() would, returning 0, or k split `parts` ways into F32
+  // partials [parts][m][n] at `partials` (op.out untouched), returning parts; -1 when nothing takes
+  // the problem (nothing enqueued). A split needs no bias, BF16 weights and output, m <=
+  // k_split_partials_max_m and partials_bytes(op, parts) <= partials_capacity. `norm(parts)`
+  // enqueues the reader for the race (0: reading op.out), writing only scratch.
+  int run_split(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr partials, std::size_t partials_capacity,
+                const std::function<void(int)>& norm);
+  static bool split_takes(const GemmOperands& op);
+  static std::size_t partials_bytes(const GemmOperands& op, int parts);
+  // The split of op `parts` ways with the heuristic's first algorithm, as a tuning table would name
+  // it (tests force the split with it); nullopt where the split does not take op.
+  std::optional<GemmChoice> first_split_choice(const GemmOperands& op, int parts) const;
+
   // Forgets every plan, so the next run of each problem consults the tuning table again.
   void clear_plans();
   std::size_t n_plans() const { return plans_.size(); }
@@ -122,6 +143,11 @@ class GemmRunner {
                              std::uint32_t>;
   static PlanKey plan_key(const GemmOperands& op);
   std::unique_ptr<Plan> make_plan(const GemmOperands& op, GemmTuning& tuning);
+  Plan* plan_for(const GemmOperands& op, GemmTuning& tuning);  // made on first use; null: unsupported
+  GemmResult enqueue_plan(Plan& plan, const GemmOperands& op);
+  // run_split's decision for op: the split's plan, or null for the plain GEMM.
+  std::unique_ptr<Plan> make_split_plan(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr partials,
+                                        std::size_t partials_capacity, const std::function<void(int)>& norm);
   // Whether `plan` can run `choice` (an algorithm cuBLASLt accepts, a skinny variant for a problem
   // the kernel takes), and if so makes it the plan's.
   bool adopt(Plan& plan, const GemmOperands& op, const GemmChoice& choice) const;
@@ -151,6 +177,7 @@ class GemmRunner {
   std::int64_t fp8_scratch_m_ = 0, fp8_scratch_k_ = 0;
   std::map<std::tuple<std::int64_t, std::int64_t, Fp8Scaling>, bool> fp8_available_;  // fp8_cublaslt_available()
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  std::map<PlanKey, std::unique_ptr<Plan>> split_plans_;  // run_split's decisions; null: the plain GEMM
 };
 
 }  // namespace flare::helios::cuda

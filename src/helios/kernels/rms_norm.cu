@@ -10,6 +10,8 @@
 //     aligned to 16 bytes, and cols <= 8 * k_vec_chunks * blockDim.x; blockDim.x is the host's
 //     choice, a multiple of 32 up to k_vec_threads.
 //   flare_rms_norm: any shape: FLARE_BLOCK threads stride over the row, reading it twice.
+//   flare_rms_norm_partials: as flare_rms_norm_vec with the residual, x being the sum of a split-K
+//     GEMM's F32 partials (its comment).
 // Defines: FLARE_BLOCK (threads per block of flare_rms_norm, a multiple of 32, default 256).
 #include <cuda_bf16.h>
 
@@ -173,5 +175,90 @@ flare_rms_norm(const __nv_bfloat16* x, long long x_stride,    // [rows, cols]
   __nv_bfloat16* dst = out + row * out_stride;
   for (int c = threadIdx.x; c < cols; c += FLARE_BLOCK) {
     dst[c] = __float2bfloat16(weight[c] * (__bfloat162float(src[c]) * inv));
+  }
+}
+
+// The residual add and RMSNorm after a GEMM that left its output as F32 split-K partials
+// [n_parts][rows][cols], each part row-major with rows of cols (GemmRunner::run_split):
+//   delta = bf16(sum of the parts, in part order);  then as flare_rms_norm_vec with the residual.
+// Rounding delta to BF16 first keeps the numerics of the unsplit GEMM, whose BF16 output the norm
+// would read. Shape conditions as flare_rms_norm_vec; partials 16-byte aligned.
+extern "C" __global__ void __launch_bounds__(k_vec_threads)
+flare_rms_norm_partials(const float* partials, long long part_stride, int n_parts,  // [n_parts][rows][cols]
+                        __nv_bfloat16* residual, long long residual_stride,         // [rows, cols]
+                        const float* __restrict__ weight,                           // [cols] f32
+                        float eps,
+                        __nv_bfloat16* out, long long out_stride,                   // [rows, cols]
+                        int cols) {
+  flare_pdl_enter();
+  const long long row = blockIdx.x;
+  const int n_chunks = cols / 8;
+  const float* first = partials + row * cols;
+  uint4* rr = reinterpret_cast<uint4*>(residual + row * residual_stride);
+  const float4* w4 = reinterpret_cast<const float4*>(weight);
+  float acc[k_vec_chunks][8] = {};
+  uint4 res[k_vec_chunks];
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < n_chunks) res[i] = rr[j];
+  }
+  for (int p = 0; p < n_parts; ++p) {
+    const float4* part = reinterpret_cast<const float4*>(first + p * part_stride);
+    float4 lo[k_vec_chunks], hi[k_vec_chunks];
+#pragma unroll
+    for (int i = 0; i < k_vec_chunks; ++i) {
+      const int j = threadIdx.x + i * blockDim.x;
+      if (j < n_chunks) {
+        lo[i] = part[2 * j];
+        hi[i] = part[2 * j + 1];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < k_vec_chunks; ++i) {
+      const float v[8] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w, hi[i].x, hi[i].y, hi[i].z, hi[i].w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[i][e] += v[e];
+    }
+  }
+  uint4 chunk[k_vec_chunks];
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j >= n_chunks) continue;
+    float f[8], r[8];
+    flare_unpack8(flare_pack8(acc[i]), f);  // the GEMM's output in BF16
+    flare_unpack8(res[i], r);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = r[e] + f[e];
+    chunk[i] = flare_pack8(f);
+    rr[j] = chunk[i];
+    flare_unpack8(chunk[i], f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sum += f[e] * f[e];
+  }
+  // The weight's loads go out before the block's reduction, whose barrier hides their latency.
+  float4 w_lo[k_vec_chunks], w_hi[k_vec_chunks];
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < n_chunks) {
+      w_lo[i] = w4[2 * j];
+      w_hi[i] = w4[2 * j + 1];
+    }
+  }
+  const float inv = 1.0f / sqrtf(flare_block_sum_any(sum) / float(cols) + eps);
+  uint4* dst = reinterpret_cast<uint4*>(out + row * out_stride);
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j >= n_chunks) continue;
+    float f[8];
+    flare_unpack8(chunk[i], f);
+    const float w[8] = {w_lo[i].x, w_lo[i].y, w_lo[i].z, w_lo[i].w, w_hi[i].x, w_hi[i].y, w_hi[i].z, w_hi[i].w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = w[e] * (f[e] * inv);
+    dst[j] = flare_pack8(f);
   }
 }

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 GemmShapeKey key(std::int64_t m, std::int64_t n, std::int64_t k, DType out = DType::bf16, bool bias = false,
                  std::string arch = "sm_90", std::uint64_t version = 130100, DType weights = DType::bf16) {
-  return {GemmTuning::bucket_m(m), n, k, out, weights, bias, std::move(arch), version};
+  return {GemmTuning::bucket_m(m), n, k, out, weights, bias, false, std::move(arch), version};
 }
 
 GemmShapeKey fp8_key(std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -37,6 +37,19 @@ GemmChoice choice(std::uint64_t seed) {
   for (auto& w : c.algo) w = rng();
   c.time_us = float(seed % 1000) + 0.25f;
   c.n_candidates = std::uint16_t(seed % 17);
+  return c;
+}
+
+GemmShapeKey into_norm_key(std::int64_t m, std::int64_t n, std::int64_t k) {
+  GemmShapeKey k_ = key(m, n, k);
+  k_.into_norm = true;
+  return k_;
+}
+
+GemmChoice split_partials(std::uint8_t parts) {
+  GemmChoice c = choice(parts);
+  c.kind = GemmKind::split_partials;
+  c.variant = parts;
   return c;
 }
 
@@ -161,10 +174,11 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   one.insert(key(1, 4096, 4096), choice(7));
   const std::string bytes = one.serialize();
   // Offsets in a one-entry table: magic 4, version 4, count 4, arch length 1, "sm_90" 5, library
-  // version 8, m 8, n 8, k 8, out 1, weights 1, bias 1, kind 1, variant 1, algo 64, time 4,
-  // candidates 2.
+  // version 8, m 8, n 8, k 8, out 1, weights 1, bias 1, into norm 1, kind 1, variant 1, algo 64,
+  // time 4, candidates 2.
   const std::size_t entry = 12, arch = entry + 1, m = arch + 5 + 8, n = m + 8, out = n + 16, weights = out + 1,
-                    bias = weights + 1, kind = bias + 1, variant = kind + 1, time = variant + 1 + 64;
+                    bias = weights + 1, into_norm = bias + 1, kind = into_norm + 1, variant = kind + 1,
+                    time = variant + 1 + 64;
   const auto patched = [&](std::size_t at, std::string_view with) {
     std::string b = bytes;
     b.replace(at, with.size(), with);
@@ -175,7 +189,9 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
       << "version 1 (before the kind) is not read";
   EXPECT_NE(parse_error(patched(4, std::string("\x02\0\0\0", 4))).find("format version 2"), std::string::npos)
       << "version 2 (before the weight dtype) is not read";
-  EXPECT_NE(parse_error(patched(4, std::string("\x04\0\0\0", 4))).find("format version 4"), std::string::npos);
+  EXPECT_NE(parse_error(patched(4, std::string("\x03\0\0\0", 4))).find("format version 3"), std::string::npos)
+      << "version 3 (before the into-norm flag) is not read";
+  EXPECT_NE(parse_error(patched(4, std::string("\x05\0\0\0", 4))).find("format version 5"), std::string::npos);
   EXPECT_NE(parse_error(patched(8, std::string("\xff\xff\xff\x0f", 4))).find("claims"), std::string::npos);
   EXPECT_NE(parse_error(patched(8, std::string("\0\0\0\0", 4))).find("trailing"), std::string::npos);
   EXPECT_NE(parse_error(patched(arch, "xx_90")).find("architecture"), std::string::npos);
@@ -187,8 +203,11 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   EXPECT_NE(parse_error(patched(weights, "\x09")).find("weight dtype"), std::string::npos);
   EXPECT_NO_THROW(GemmTuning::parse(patched(weights, "\x03"))) << "a cuBLASLt choice on FP8 weights";
   EXPECT_NE(parse_error(patched(bias, "\x02")).find("bias"), std::string::npos);
+  EXPECT_NE(parse_error(patched(into_norm, "\x02")).find("into-norm"), std::string::npos);
+  EXPECT_NO_THROW(GemmTuning::parse(patched(into_norm, "\x01")));
   EXPECT_NE(parse_error(patched(time, std::string("\0\0\xc0\x7f", 4))).find("time"), std::string::npos) << "NaN";
-  EXPECT_NE(parse_error(patched(kind, "\x04")).find("unknown kind 4"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\x05")).find("unknown kind 5"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\x04")).find("cannot run"), std::string::npos) << "split partials, plain key";
   EXPECT_NE(parse_error(patched(kind, "\x03")).find("algorithm bytes"), std::string::npos) << "a stream choice";
   EXPECT_NE(parse_error(patched(kind, "\x02")).find("other weights"), std::string::npos) << "FP8 kernel, BF16 weights";
   EXPECT_NE(parse_error(patched(kind, "\xff")).find("unknown kind"), std::string::npos);
@@ -215,7 +234,7 @@ TEST(GemmTuning, RejectsSkinnyChoicesItCannotReplay) {
     }
   }
   // Offsets as in RejectsBadFieldsBehindAValidChecksum.
-  const std::size_t variant = 12 + 1 + 5 + 8 + 8 + 8 + 8 + 1 + 1 + 1 + 1, algo = variant + 1;
+  const std::size_t variant = 12 + 1 + 5 + 8 + 8 + 8 + 8 + 1 + 1 + 1 + 1 + 1, algo = variant + 1;
   const std::string bytes = one(key(1, 4096, 4096), skinny(0));
   const auto patched = [&](std::size_t at, std::string_view with) {
     std::string b = bytes;
@@ -286,6 +305,49 @@ TEST(GemmTuning, RejectsStreamChoicesItCannotReplay) {
   EXPECT_NE(parse_error(one(key(192, 4096, 4096), stream(0))).find("cannot run"), std::string::npos) << "m bucket 192";
   EXPECT_NE(parse_error(one(key(64, 4096, 4100), stream(0))).find("cannot run"), std::string::npos) << "k % 8 != 0";
   EXPECT_NE(parse_error(one(fp8_key(64, 4096, 4096), stream(0))).find("other weights"), std::string::npos);
+}
+
+// Split partials: into-norm keys only (apart from the same shape's plain choice), BF16 weights and
+// output, no bias, m bucket <= 128, and a listed split whose parts are multiples of 8.
+TEST(GemmTuning, SplitPartialsOnlyWhereTheyRun) {
+  for (const std::uint8_t parts : k_split_partials_parts) {
+    for (const std::int64_t m : {1, 16, 64, 128}) {
+      GemmTuning t;
+      t.insert(into_norm_key(m, 4096, 12288), split_partials(parts));
+      t.insert(key(m, 4096, 12288), choice(9));
+      const GemmTuning back = GemmTuning::parse(t.serialize());
+      ASSERT_NE(back.find(into_norm_key(m, 4096, 12288)), nullptr);
+      EXPECT_EQ(back.find(into_norm_key(m, 4096, 12288))->kind, GemmKind::split_partials);
+      EXPECT_EQ(back.find(into_norm_key(m, 4096, 12288))->variant, parts);
+      EXPECT_EQ(back.find(key(m, 4096, 12288))->kind, GemmKind::cublaslt) << "the plain GEMM keeps its own entry";
+    }
+  }
+  EXPECT_NO_THROW(GemmTuning::parse(one(into_norm_key(64, 4096, 4096), choice(4)))) << "plain may win an into-norm race";
+  EXPECT_NE(parse_error(one(key(64, 4096, 4096), split_partials(4))).find("cannot run"), std::string::npos);
+  EXPECT_NE(parse_error(one(into_norm_key(192, 4096, 4096), split_partials(4))).find("cannot run"), std::string::npos);
+  EXPECT_NE(parse_error(one(into_norm_key(64, 4096, 4096), split_partials(5))).find("cannot run"), std::string::npos)
+      << "5 is not a listed split";
+  EXPECT_NE(parse_error(one(into_norm_key(64, 4096, 4104), split_partials(2))).find("cannot run"), std::string::npos)
+      << "parts of 2052";
+  EXPECT_NE(parse_error(one(into_norm_key(64, 4096, 4096), split_partials(0))).find("cannot run"), std::string::npos);
+  GemmShapeKey biased = into_norm_key(64, 4096, 4096);
+  biased.bias = true;
+  EXPECT_NE(parse_error(one(biased, split_partials(2))).find("cannot run"), std::string::npos);
+  GemmShapeKey fp8 = into_norm_key(64, 4096, 4096);
+  fp8.weights = DType::f8_e4m3;
+  EXPECT_NE(parse_error(one(fp8, split_partials(2))).find("cannot run"), std::string::npos);
+}
+
+TEST(GemmTuning, SplitPartialsDivides) {
+  EXPECT_TRUE(split_partials_divides(14336, 2));
+  EXPECT_TRUE(split_partials_divides(14336, 8));
+  EXPECT_TRUE(split_partials_divides(4096, 4));
+  EXPECT_FALSE(split_partials_divides(4096, 3)) << "4096 / 3 is not whole";
+  EXPECT_TRUE(split_partials_divides(3 * 8 * 100, 3));
+  EXPECT_FALSE(split_partials_divides(4104, 2)) << "parts of 2052 are not 16-byte aligned";
+  EXPECT_FALSE(split_partials_divides(4096, 1));
+  EXPECT_FALSE(split_partials_divides(4096, 16));
+  EXPECT_FALSE(split_partials_divides(0x4000, 0));
 }
 
 TEST(GemmTuning, RandomBytesNeverParse) {
