@@ -2,8 +2,11 @@
 #include "helios/cuda/gemm_runner.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -49,6 +52,21 @@ cublasLtMatmulAlgo_t algo_of(const std::array<std::uint64_t, 8>& words) {
   cublasLtMatmulAlgo_t algo;
   std::memcpy(algo.data, words.data(), sizeof words);
   return algo;
+}
+
+// FLARE_GEMM_RACE_LOG=1: each race's entrants and times on stderr, to see why a kernel won.
+void log_race(const GemmShapeKey& key, const std::vector<GemmChoice>& entrants, const RaceResult& raced) {
+  static const bool wanted = [] {
+    const char* v = std::getenv("FLARE_GEMM_RACE_LOG");
+    return v && std::string_view(v) == "1";
+  }();
+  if (!wanted) return;
+  std::string line = fmt::format("gemm race m {} n {} k {}{}:", key.m_bucket, key.n, key.k, key.into_norm ? " into norm" : "");
+  for (std::size_t i = 0; i < entrants.size(); ++i) {
+    const float t = i < raced.times_us.size() ? raced.times_us[i] : -1.0f;
+    line += fmt::format(" {}{}/{}={:.1f}", int(i) == raced.winner ? "*" : "", int(entrants[i].kind), entrants[i].variant, t);
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 }  // namespace
@@ -110,7 +128,7 @@ struct GemmRunner::Plan {
 
   MatmulDesc desc;
   MatrixLayout a, b, d;
-  GemmChoice choice;            // what runs: cuBLASLt's algorithm (then also in `algo`) or a skinny variant
+  GemmChoice choice;            // what runs: cuBLASLt's algorithm (then also in `algo`; a split's too) or a Flare kernel
   cublasLtMatmulAlgo_t algo{};  // choice.algo, ready for cublasLtMatmul
   bool bias_in_epilogue = false;
   bool fp8 = false;  // FP8 weights with scale modes
@@ -118,7 +136,7 @@ struct GemmRunner::Plan {
 
   void set_choice(const GemmChoice& c) {
     choice = c;
-    if (c.kind == GemmKind::cublaslt) algo = algo_of(c.algo);
+    if (c.kind == GemmKind::cublaslt || c.kind == GemmKind::split_partials) algo = algo_of(c.algo);
   }
 };
 
@@ -413,6 +431,7 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
     return enqueue_choice(*plan, choices[std::size_t(i)], timed);
   };
   const RaceResult raced = race(int(choices.size()), enqueue_candidate, stream_, settings);
+  log_race(key, choices, raced);
   tuning.count_timed();
   if (raced.winner < 0) return nullptr;  // none of the entrants runs
   GemmChoice won = choices[std::size_t(raced.winner)];
@@ -541,6 +560,9 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands
     return true;
   };
   const RaceResult raced = race(int(entrants.size()), enqueue_entrant, stream_, settings);
+  std::vector<GemmChoice> named;
+  for (const auto& e : entrants) named.push_back(e ? e->choice : plain->choice);
+  log_race(key, named, raced);
   tuning.count_timed();
   if (raced.winner < 0 || !entrants[std::size_t(raced.winner)]) {
     record_plain(raced.winner < 0 ? 0.0f : raced.time_us, entrants.size());
