@@ -98,12 +98,15 @@ struct GemmRunner::Plan {
   // The split_partials problem: k split `parts` ways as a strided batch of `parts` GEMMs, slice i
   // of w and of x beginning at column i * k / parts, each writing F32 partials [m, n] (column-major
   // [n, m]) one after another.
-  Plan(const CublasLt& lt, const GemmOperands& op, int parts)
+  struct SplitK {
+    int parts;
+  };
+  Plan(const CublasLt& lt, const GemmOperands& op, SplitK split)
       : desc(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-        a(lt, CUDA_R_16BF, std::uint64_t(op.k / parts), std::uint64_t(op.n), op.w_stride),
-        b(lt, CUDA_R_16BF, std::uint64_t(op.k / parts), std::uint64_t(op.m), op.x_stride),
+        a(lt, CUDA_R_16BF, std::uint64_t(op.k / split.parts), std::uint64_t(op.n), op.w_stride),
+        b(lt, CUDA_R_16BF, std::uint64_t(op.k / split.parts), std::uint64_t(op.m), op.x_stride),
         d(lt, CUDA_R_32F, std::uint64_t(op.n), std::uint64_t(op.m), op.n),
-        parts(parts) {
+        parts(split.parts) {
     desc.set(CUBLASLT_MATMUL_DESC_TRANSA, cublasOperation_t(CUBLAS_OP_T));
     desc.set(CUBLASLT_MATMUL_DESC_TRANSB, cublasOperation_t(CUBLAS_OP_N));
     a.set_batch(parts, op.k / parts);
@@ -506,7 +509,7 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands
   if (known) {
     const GemmChoice& c = *tuning.find(key);
     if (c.kind != GemmKind::split_partials || !split_partials_divides(op.k, c.variant)) return nullptr;
-    auto plan = std::make_unique<Plan>(lt_, op, int(c.variant));
+    auto plan = std::make_unique<Plan>(lt_, op, Plan::SplitK{c.variant});
     if (!algo_fits(lt_, *plan, algo_of(c.algo))) return nullptr;  // a bucket mate cuBLASLt rejects: plain
     plan->set_choice(c);
     return plan;
@@ -530,9 +533,9 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands
   if (plain) entrants.push_back(nullptr);
   for (const std::uint8_t parts : k_split_partials_parts) {
     if (!split_partials_divides(op.k, parts) || partials_bytes(op, parts) > partials_capacity) continue;
-    const Plan probe(lt_, op, parts);
+    const Plan probe(lt_, op, Plan::SplitK{parts});
     for (const auto& candidate : heuristic(lt_, probe, op, std::max(settings.n_candidates / 2, 1))) {
-      auto plan = std::make_unique<Plan>(lt_, op, parts);
+      auto plan = std::make_unique<Plan>(lt_, op, Plan::SplitK{parts});
       plan->set_choice({.kind = GemmKind::split_partials, .variant = parts, .algo = algo_words(candidate.algo)});
       entrants.push_back(std::move(plan));
     }
@@ -597,7 +600,7 @@ int GemmRunner::run_split(const GemmOperands& op, GemmTuning& tuning, CUdevicept
 
 std::optional<GemmChoice> GemmRunner::first_split_choice(const GemmOperands& op, int parts) const {
   if (!split_takes(op) || !split_partials_divides(op.k, parts)) return std::nullopt;
-  const Plan plan(lt_, op, parts);
+  const Plan plan(lt_, op, Plan::SplitK{parts});
   const auto candidates = heuristic(lt_, plan, op, 1);
   if (candidates.empty()) return std::nullopt;
   return GemmChoice{.kind = GemmKind::split_partials, .variant = std::uint8_t(parts), .algo = algo_words(candidates[0].algo)};
