@@ -26,6 +26,18 @@ std::uint32_t alignment_bytes(CUdeviceptr address, std::int64_t row_bytes) {
 // (cuMemAlloc's alignment is larger).
 constexpr CUdeviceptr k_copy_alignment = 256;
 
+// The weights a race's runs read in turn: op's own where there are no copies, else the next copy at
+// op.w's offset from a 256-byte boundary.
+struct WeightRotation {
+  std::vector<std::unique_ptr<DeviceMemory>> copies;
+  std::size_t turn = 0;
+  GemmOperands next(const GemmOperands& op) {
+    GemmOperands timed = op;
+    if (!copies.empty()) timed.w = copies[turn++ % copies.size()]->address() + op.w % k_copy_alignment;
+    return timed;
+  }
+};
+
 // Split-K entrants join the race for problems of at most this many rows (decode batches and
 // small prefill chunks), made from the heuristic's first few algorithms.
 constexpr std::int64_t k_split_k_max_m = 256;
@@ -425,13 +437,9 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
     tuning.record(key, first);
     return plan;
   }
-  const std::vector<std::unique_ptr<DeviceMemory>> copies = cold_weight_copies(op);
-  const CUdeviceptr offset = op.w % k_copy_alignment;
-  std::size_t next_copy = 0;
+  WeightRotation weights{cold_weight_copies(op)};
   const auto enqueue_candidate = [&](int i) {
-    GemmOperands timed = op;
-    if (!copies.empty()) timed.w = copies[next_copy++ % copies.size()]->address() + offset;
-    return enqueue_choice(*plan, choices[std::size_t(i)], timed);
+    return enqueue_choice(*plan, choices[std::size_t(i)], weights.next(op));
   };
   const RaceResult raced = race(int(choices.size()), enqueue_candidate, stream_, settings);
   log_race(key, choices, raced);
@@ -544,12 +552,9 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands
     record_plain(plain ? plain->choice.time_us : 0.0f, entrants.size());
     return nullptr;
   }
-  const std::vector<std::unique_ptr<DeviceMemory>> copies = cold_weight_copies(op);
-  const CUdeviceptr offset = op.w % k_copy_alignment;
-  std::size_t next_copy = 0;
+  WeightRotation weights{cold_weight_copies(op)};
   const auto enqueue_entrant = [&](int i) {
-    GemmOperands timed = op;
-    if (!copies.empty()) timed.w = copies[next_copy++ % copies.size()]->address() + offset;
+    const GemmOperands timed = weights.next(op);
     const Plan* entrant = entrants[std::size_t(i)].get();
     if (!entrant) {
       if (enqueue_plan(*plain, timed) == GemmResult::unsupported) return false;

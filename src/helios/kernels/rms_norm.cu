@@ -78,6 +78,23 @@ __device__ __forceinline__ uint4 flare_pack8(const float (&f)[8]) {
   return u;
 }
 
+// This thread's chunks j = threadIdx.x + i * blockDim.x of a normed row: dst = bf16(w * (v * inv)).
+__device__ __forceinline__ void flare_store_normed(const uint4 (&chunk)[k_vec_chunks], const float4 (&w_lo)[k_vec_chunks],
+                                                   const float4 (&w_hi)[k_vec_chunks], float inv, uint4* dst,
+                                                   int n_chunks) {
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j >= n_chunks) continue;
+    float f[8];
+    flare_unpack8(chunk[i], f);
+    const float w[8] = {w_lo[i].x, w_lo[i].y, w_lo[i].z, w_lo[i].w, w_hi[i].x, w_hi[i].y, w_hi[i].z, w_hi[i].w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = w[e] * (f[e] * inv);
+    dst[j] = flare_pack8(f);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(k_vec_threads)
 flare_rms_norm_vec(const __nv_bfloat16* x, long long x_stride,          // [rows, cols]
                    __nv_bfloat16* residual, long long residual_stride,  // [rows, cols] or null
@@ -135,18 +152,7 @@ flare_rms_norm_vec(const __nv_bfloat16* x, long long x_stride,          // [rows
     for (int e = 0; e < 8; ++e) sum += f[e] * f[e];
   }
   const float inv = 1.0f / sqrtf(flare_block_sum_any(sum) / float(cols) + eps);
-  uint4* dst = reinterpret_cast<uint4*>(out + row * out_stride);
-#pragma unroll
-  for (int i = 0; i < k_vec_chunks; ++i) {
-    const int j = threadIdx.x + i * blockDim.x;
-    if (j >= n_chunks) continue;
-    float f[8];
-    flare_unpack8(chunk[i], f);
-    const float w[8] = {w_lo[i].x, w_lo[i].y, w_lo[i].z, w_lo[i].w, w_hi[i].x, w_hi[i].y, w_hi[i].z, w_hi[i].w};
-#pragma unroll
-    for (int e = 0; e < 8; ++e) f[e] = w[e] * (f[e] * inv);
-    dst[j] = flare_pack8(f);
-  }
+  flare_store_normed(chunk, w_lo, w_hi, inv, reinterpret_cast<uint4*>(out + row * out_stride), n_chunks);
 }
 
 extern "C" __global__ void __launch_bounds__(FLARE_BLOCK)
@@ -249,16 +255,5 @@ flare_rms_norm_partials(const float* partials, long long part_stride, int n_part
     }
   }
   const float inv = 1.0f / sqrtf(flare_block_sum_any(sum) / float(cols) + eps);
-  uint4* dst = reinterpret_cast<uint4*>(out + row * out_stride);
-#pragma unroll
-  for (int i = 0; i < k_vec_chunks; ++i) {
-    const int j = threadIdx.x + i * blockDim.x;
-    if (j >= n_chunks) continue;
-    float f[8];
-    flare_unpack8(chunk[i], f);
-    const float w[8] = {w_lo[i].x, w_lo[i].y, w_lo[i].z, w_lo[i].w, w_hi[i].x, w_hi[i].y, w_hi[i].z, w_hi[i].w};
-#pragma unroll
-    for (int e = 0; e < 8; ++e) f[e] = w[e] * (f[e] * inv);
-    dst[j] = flare_pack8(f);
-  }
+  flare_store_normed(chunk, w_lo, w_hi, inv, reinterpret_cast<uint4*>(out + row * out_stride), n_chunks);
 }
