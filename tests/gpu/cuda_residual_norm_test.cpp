@@ -92,7 +92,8 @@ TEST_F(CudaResidualNorm, MatchesTheCpuWhateverTheRacePicks) {
 TEST_F(CudaResidualNorm, EverySplitSumsItsPartials) {
   cuda::CublasLt lt(cuda::k_default_cuda_root);
   cuda::GemmRunner runner(lt, gpu_->device().arch(), gpu_->stream());
-  for (const Shape& s : std::vector<Shape>{{1, 512, 4608}, {8, 1024, 4608}, {64, 1024, 4608}, {128, 512, 4608}, {4, 8192, 4608}}) {
+  const std::vector<Shape> shapes{{1, 512, 4608}, {8, 1024, 4608}, {64, 1024, 4608}, {128, 512, 4608}, {4, 8192, 4608}};
+  for (const Shape& s : shapes) {
     for (const std::uint8_t parts : k_split_partials_parts) {
       const std::string label = fmt::format("m {} n {} k {} split {}", s.m, s.n, s.k, parts);
       Operands o = make(s);

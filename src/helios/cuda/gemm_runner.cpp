@@ -73,10 +73,12 @@ void log_race(const GemmShapeKey& key, const std::vector<GemmChoice>& entrants, 
     return v && std::string_view(v) == "1";
   }();
   if (!wanted) return;
-  std::string line = fmt::format("gemm race m {} n {} k {}{}:", key.m_bucket, key.n, key.k, key.into_norm ? " into norm" : "");
+  std::string line =
+      fmt::format("gemm race m {} n {} k {}{}:", key.m_bucket, key.n, key.k, key.into_norm ? " into norm" : "");
   for (std::size_t i = 0; i < entrants.size(); ++i) {
     const float t = i < raced.times_us.size() ? raced.times_us[i] : -1.0f;
-    line += fmt::format(" {}{}/{}={:.1f}", int(i) == raced.winner ? "*" : "", int(entrants[i].kind), entrants[i].variant, t);
+    line += fmt::format(" {}{}/{}={:.1f}", int(i) == raced.winner ? "*" : "", int(entrants[i].kind),
+                        entrants[i].variant, t);
   }
   std::fprintf(stderr, "%s\n", line.c_str());
 }
@@ -498,7 +500,6 @@ GemmResult GemmRunner::enqueue_plan(Plan& plan, const GemmOperands& op) {
   return op.bias && !plan.bias_in_epilogue ? GemmResult::bias_pending : GemmResult::done;
 }
 
-
 bool GemmRunner::split_takes(const GemmOperands& op) {
   return op.bias == 0 && op.w_dtype == DType::bf16 && op.out_dtype == DType::bf16 && op.m >= 1 &&
          op.m <= k_split_partials_max_m;
@@ -608,7 +609,8 @@ std::optional<GemmChoice> GemmRunner::first_split_choice(const GemmOperands& op,
   const Plan plan(lt_, op, Plan::SplitK{parts});
   const auto candidates = heuristic(lt_, plan, op, 1);
   if (candidates.empty()) return std::nullopt;
-  return GemmChoice{.kind = GemmKind::split_partials, .variant = std::uint8_t(parts), .algo = algo_words(candidates[0].algo)};
+  return GemmChoice{
+      .kind = GemmKind::split_partials, .variant = std::uint8_t(parts), .algo = algo_words(candidates[0].algo)};
 }
 
 }  // namespace flare::helios::cuda
