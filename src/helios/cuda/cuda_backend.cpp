@@ -421,12 +421,11 @@ void CudaBackend::residual_rms_norm(int parts, const Tensor& delta, Tensor resid
 
 void CudaBackend::reserve_split_partials(const GemmOperands& op) {
   // Rows for every decode bucket the step capacity allows, so that growing buckets do not move it.
-  const std::int64_t rows = std::max(op.m, std::min(step_capacity_tokens_, k_split_partials_max_m));
-  const std::size_t want = std::size_t(k_split_partials_parts.back()) * std::size_t(rows) * std::size_t(op.n) * 4;
+  GemmOperands largest = op;
+  largest.m = std::max(op.m, std::min(step_capacity_tokens_, k_split_partials_max_m));
+  const std::size_t want = GemmRunner::partials_bytes(largest, k_split_partials_parts.back());
   if (split_partials_ && split_partials_->size_bytes() >= want) return;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  check(driver().stream_is_capturing(stream_.handle(), &status), "cuStreamIsCapturing");
-  if (status != CU_STREAM_CAPTURE_STATUS_NONE) return;  // the plain GEMM serves what does not fit
+  if (stream_.capturing()) return;  // the plain GEMM serves what does not fit
   stream_.synchronize();  // queued kernels may still use the old buffer
   split_partials_.reset();
   split_partials_ = std::make_unique<DeviceMemory>(want);

@@ -204,6 +204,12 @@ Stream::~Stream() {
 
 void Stream::synchronize() const { check(driver().stream_synchronize(stream_), "cuStreamSynchronize"); }
 
+bool Stream::capturing() const {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(driver().stream_is_capturing(stream_, &status), "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 DeviceMemory::DeviceMemory(std::size_t size_bytes) : size_(size_bytes) {
   if (size_bytes == 0) return;
   const CUresult r = driver().mem_alloc(&ptr_, size_bytes);

@@ -141,6 +141,8 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   CUstream handle() const { return stream_; }
   void synchronize() const;
+  // Whether the stream is being captured into a graph (nothing may allocate or wait then).
+  bool capturing() const;
 
  private:
   CUstream stream_ = nullptr;

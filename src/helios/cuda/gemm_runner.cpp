@@ -296,12 +296,6 @@ GemmRunner::PlanKey GemmRunner::plan_key(const GemmOperands& op) {
           op.bias ? alignment_bytes(op.bias, 0) : 0u};
 }
 
-bool GemmRunner::capturing() const {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  check(driver().stream_is_capturing(stream_.handle(), &status), "cuStreamIsCapturing");
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 bool GemmRunner::adopt(Plan& plan, const GemmOperands& op, const GemmChoice& choice) const {
   if (choice.kind == GemmKind::skinny) {
     if (is_fp8(op) || !skinny_ || !SkinnyGemm::supports(op) || choice.variant >= k_skinny_gemm_n_variants) return false;
@@ -380,7 +374,7 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
   const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, op.out_dtype, op.w_dtype, op.bias != 0, false,
                          arch_, lt_.version()};
-  const bool may_time = !tuning.frozen() && tuning.effort() != TuneEffort::off && !capturing();
+  const bool may_time = !tuning.frozen() && tuning.effort() != TuneEffort::off && !stream_.capturing();
   const int n_wanted = may_time ? settings.n_candidates : 1;
 
   // The bias goes through the epilogue when cuBLASLt offers any algorithm for it, else it is left to the caller.
@@ -532,7 +526,7 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands
     tuning.record(key, c);  // inside a capture too, so eager runs agree with the graph
   };
   const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
-  if (tuning.frozen() || tuning.effort() == TuneEffort::off || capturing()) {
+  if (tuning.frozen() || tuning.effort() == TuneEffort::off || stream_.capturing()) {
     record_plain(0.0f, 1);
     return nullptr;
   }

@@ -160,7 +160,6 @@ class GemmRunner {
   bool fp8_mma_takes(const GemmOperands& op) const;
   // The activation quantization, then the tensor-core kernel's variant `variant`.
   bool enqueue_fp8_mma(const GemmOperands& op, int variant);
-  bool capturing() const;
   // The copies of op's weights that the race takes in turn (empty: time them in place), each at
   // the same offset from a 256-byte boundary as op.w, so every plan's alignment holds.
   std::vector<std::unique_ptr<DeviceMemory>> cold_weight_copies(const GemmOperands& op) const;

@@ -78,6 +78,40 @@ __device__ __forceinline__ uint4 flare_pack8(const float (&f)[8]) {
   return u;
 }
 
+// This thread's 16-byte chunks j = threadIdx.x + i * blockDim.x (coalesced) of a row of n_chunks.
+__device__ __forceinline__ void flare_load_chunks(uint4 (&dst)[k_vec_chunks], const uint4* src, int n_chunks) {
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < n_chunks) dst[i] = src[j];
+  }
+}
+
+// The norm weight's f32 values for the same chunks, eight a chunk.
+__device__ __forceinline__ void flare_load_weight_chunks(float4 (&lo)[k_vec_chunks], float4 (&hi)[k_vec_chunks],
+                                                         const float4* w4, int n_chunks) {
+#pragma unroll
+  for (int i = 0; i < k_vec_chunks; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < n_chunks) {
+      lo[i] = w4[2 * j];
+      hi[i] = w4[2 * j + 1];
+    }
+  }
+}
+
+// residual = bf16(residual + f) for one chunk: stores it, leaves it in `chunk` and its values in f
+// (the residual stream in bf16, which the norm reads).
+__device__ __forceinline__ void flare_add_residual(float (&f)[8], uint4 res, uint4& chunk, uint4* dst) {
+  float r[8];
+  flare_unpack8(res, r);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) f[e] = r[e] + f[e];
+  chunk = flare_pack8(f);
+  *dst = chunk;
+  flare_unpack8(chunk, f);
+}
+
 // This thread's chunks j = threadIdx.x + i * blockDim.x of a normed row: dst = bf16(w * (v * inv)).
 __device__ __forceinline__ void flare_store_normed(const uint4 (&chunk)[k_vec_chunks], const float4 (&w_lo)[k_vec_chunks],
                                                    const float4 (&w_hi)[k_vec_chunks], float inv, uint4* dst,
@@ -112,26 +146,9 @@ flare_rms_norm_vec(const __nv_bfloat16* x, long long x_stride,          // [rows
   uint4 res[k_vec_chunks];
   float4 w_lo[k_vec_chunks], w_hi[k_vec_chunks];
   // Every load first, so they are in flight together.
-#pragma unroll
-  for (int i = 0; i < k_vec_chunks; ++i) {
-    const int j = threadIdx.x + i * blockDim.x;
-    if (j < n_chunks) chunk[i] = xr[j];
-  }
-  if (rr) {
-#pragma unroll
-    for (int i = 0; i < k_vec_chunks; ++i) {
-      const int j = threadIdx.x + i * blockDim.x;
-      if (j < n_chunks) res[i] = rr[j];
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < k_vec_chunks; ++i) {
-    const int j = threadIdx.x + i * blockDim.x;
-    if (j < n_chunks) {
-      w_lo[i] = w4[2 * j];
-      w_hi[i] = w4[2 * j + 1];
-    }
-  }
+  flare_load_chunks(chunk, xr, n_chunks);
+  if (rr) flare_load_chunks(res, rr, n_chunks);
+  flare_load_weight_chunks(w_lo, w_hi, w4, n_chunks);
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < k_vec_chunks; ++i) {
@@ -139,15 +156,7 @@ flare_rms_norm_vec(const __nv_bfloat16* x, long long x_stride,          // [rows
     if (j >= n_chunks) continue;
     float f[8];
     flare_unpack8(chunk[i], f);
-    if (rr) {
-      float r[8];
-      flare_unpack8(res[i], r);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] = r[e] + f[e];
-      chunk[i] = flare_pack8(f);  // the residual stream in bf16, which the norm reads
-      rr[j] = chunk[i];
-      flare_unpack8(chunk[i], f);
-    }
+    if (rr) flare_add_residual(f, res[i], chunk[i], rr + j);
 #pragma unroll
     for (int e = 0; e < 8; ++e) sum += f[e] * f[e];
   }
@@ -204,11 +213,7 @@ flare_rms_norm_partials(const float* partials, long long part_stride, int n_part
   const float4* w4 = reinterpret_cast<const float4*>(weight);
   float acc[k_vec_chunks][8] = {};
   uint4 res[k_vec_chunks];
-#pragma unroll
-  for (int i = 0; i < k_vec_chunks; ++i) {
-    const int j = threadIdx.x + i * blockDim.x;
-    if (j < n_chunks) res[i] = rr[j];
-  }
+  flare_load_chunks(res, rr, n_chunks);
   for (int p = 0; p < n_parts; ++p) {
     const float4* part = reinterpret_cast<const float4*>(first + p * part_stride);
     float4 lo[k_vec_chunks], hi[k_vec_chunks];
@@ -233,27 +238,15 @@ flare_rms_norm_partials(const float* partials, long long part_stride, int n_part
   for (int i = 0; i < k_vec_chunks; ++i) {
     const int j = threadIdx.x + i * blockDim.x;
     if (j >= n_chunks) continue;
-    float f[8], r[8];
+    float f[8];
     flare_unpack8(flare_pack8(acc[i]), f);  // the GEMM's output in BF16
-    flare_unpack8(res[i], r);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) f[e] = r[e] + f[e];
-    chunk[i] = flare_pack8(f);
-    rr[j] = chunk[i];
-    flare_unpack8(chunk[i], f);
+    flare_add_residual(f, res[i], chunk[i], rr + j);
 #pragma unroll
     for (int e = 0; e < 8; ++e) sum += f[e] * f[e];
   }
   // The weight's loads go out before the block's reduction, whose barrier hides their latency.
   float4 w_lo[k_vec_chunks], w_hi[k_vec_chunks];
-#pragma unroll
-  for (int i = 0; i < k_vec_chunks; ++i) {
-    const int j = threadIdx.x + i * blockDim.x;
-    if (j < n_chunks) {
-      w_lo[i] = w4[2 * j];
-      w_hi[i] = w4[2 * j + 1];
-    }
-  }
+  flare_load_weight_chunks(w_lo, w_hi, w4, n_chunks);
   const float inv = 1.0f / sqrtf(flare_block_sum_any(sum) / float(cols) + eps);
   flare_store_normed(chunk, w_lo, w_hi, inv, reinterpret_cast<uint4*>(out + row * out_stride), n_chunks);
 }
