@@ -85,6 +85,11 @@ void Backend::linear_residual_rms_norm(const Tensor& x, const Tensor& weight, Te
   rms_norm(delta, &residual, norm_weight, eps, out);
 }
 
+void Backend::linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) {
+  linear(x, weight, nullptr, gate_up);
+  swiglu(gate_up, out);
+}
+
 void Backend::rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, Tensor k, const Tensor& v,
                               std::int32_t head_dim, const RotaryParams& rope, const QkNormParams* qk_norm) {
   if (qk_norm) {

@@ -198,6 +198,12 @@ class Backend {
   // unwritten; the default runs linear, then rms_norm.
   virtual void linear_residual_rms_norm(const Tensor& x, const Tensor& weight, Tensor delta, Tensor residual,
                                         const Tensor& norm_weight, float eps, Tensor out);
+  // The MLP's gate_up projection and SwiGLU as one operation:
+  //   gate_up = x @ weight^T; out = silu(gate) * up
+  // with linear's and swiglu's numerics (gate and up rounded to the activation dtype first).
+  // `gate_up` [x.rows, weight.rows] is scratch that a backend which fuses the steps may leave
+  // unwritten; the default runs linear, then swiglu.
+  virtual void linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out);
   // In place, per head of head_dim elements: x = rms_norm(x) * weight[head_dim]  (Qwen3 q/k norm).
   virtual void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) = 0;
   // out = x @ weight^T (+ bias): x [m, k] activations, weight [n, k] bf16, bias [1, n] f32, out [m, n].

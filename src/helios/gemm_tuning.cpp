@@ -23,7 +23,8 @@ namespace {
 
 constexpr std::string_view k_magic = "FLGT";
 // 2: each entry says its kind; 3: and its weight dtype; 4: and whether it feeds a norm
-constexpr std::uint32_t k_format_version = 4;
+constexpr std::uint32_t k_format_version = 5;
+constexpr std::uint32_t k_oldest_format_version = 4;  // the same bytes, without the swiglu fusion
 constexpr std::size_t k_digest_bytes = 32;
 constexpr std::size_t k_max_arch_bytes = 16;
 constexpr std::int64_t k_max_dim = std::int64_t(1) << 31;  // cuBLASLt dimensions are int32-sized
@@ -98,7 +99,7 @@ void check_kind(std::uint32_t i, const GemmShapeKey& key, std::uint8_t kind, Gem
     return;
   }
   if (kind == std::uint8_t(GemmKind::split_partials)) {
-    if (!key.into_norm || key.weights != DType::bf16 || key.out != DType::bf16 || key.bias ||
+    if (key.fusion != GemmFusion::residual_norm || key.weights != DType::bf16 || key.out != DType::bf16 || key.bias ||
         key.m_bucket > k_split_partials_max_m || !split_partials_divides(key.k, choice.variant)) {
       fail_input("GEMM tuning entry {} splits k {} {} ways where that cannot run", i, key.k, choice.variant);
     }
@@ -106,14 +107,19 @@ void check_kind(std::uint32_t i, const GemmShapeKey& key, std::uint8_t kind, Gem
     return;
   }
   if (kind != std::uint8_t(GemmKind::skinny) && kind != std::uint8_t(GemmKind::skinny_fp8) &&
-      kind != std::uint8_t(GemmKind::stream)) {
+      kind != std::uint8_t(GemmKind::stream) && kind != std::uint8_t(GemmKind::stream_swiglu)) {
     fail_input("GEMM tuning entry {} has an unknown kind {}", i, kind);
   }
   const bool fp8 = kind == std::uint8_t(GemmKind::skinny_fp8);
   if (fp8 != (key.weights == DType::f8_e4m3)) {
     fail_input("GEMM tuning entry {} names a kernel for other weights than its {}", i, dtype_name(key.weights));
   }
-  const bool stream = kind == std::uint8_t(GemmKind::stream);
+  const bool swiglu = kind == std::uint8_t(GemmKind::stream_swiglu);
+  if (swiglu && (key.fusion != GemmFusion::swiglu || key.out != DType::bf16 || key.bias ||
+                 key.n % 2 != 0)) {
+    fail_input("GEMM tuning entry {} fuses SwiGLU into a GEMM of n {} where that cannot run", i, key.n);
+  }
+  const bool stream = swiglu || kind == std::uint8_t(GemmKind::stream);
   const std::uint8_t n_variants = stream ? k_stream_gemm_n_variants
                                   : fp8  ? k_fp8_skinny_n_variants
                                          : k_skinny_gemm_n_variants;
@@ -199,7 +205,7 @@ std::string GemmTuning::serialize() const {
     put(out, dtype_code(key.out));
     put(out, dtype_code(key.weights));
     put(out, std::uint8_t(key.bias ? 1 : 0));
-    put(out, std::uint8_t(key.into_norm ? 1 : 0));
+    put(out, std::uint8_t(key.fusion));
     put(out, std::uint8_t(choice.kind));
     put(out, choice.variant);
     for (const std::uint64_t word : choice.algo) put(out, word);
@@ -222,7 +228,10 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
   }
   Reader r(body.substr(k_magic.size()));
   const auto version = r.get<std::uint32_t>("format version");
-  if (version != k_format_version) fail_input("GEMM tuning table has format version {}, expected {}", version, k_format_version);
+  if (version < k_oldest_format_version || version > k_format_version) {
+    fail_input("GEMM tuning table has format version {}, expected {} to {}", version, k_oldest_format_version,
+               k_format_version);
+  }
   const auto n_entries = r.get<std::uint32_t>("entry count");
   if (n_entries > r.remaining() / k_fixed_entry_bytes) {
     fail_input("GEMM tuning table claims {} entries in {} bytes", n_entries, r.remaining());
@@ -241,7 +250,7 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
     const auto out = r.get<std::uint8_t>("output dtype");
     const auto weights = r.get<std::uint8_t>("weight dtype");
     const auto bias = r.get<std::uint8_t>("bias");
-    const auto into_norm = r.get<std::uint8_t>("into-norm flag");
+    const auto fusion = r.get<std::uint8_t>("fusion");
     const auto kind = r.get<std::uint8_t>("kind");
     choice.variant = r.get<std::uint8_t>("variant");
     for (std::uint64_t& word : choice.algo) word = r.get<std::uint64_t>("algorithm");
@@ -261,8 +270,9 @@ GemmTuning GemmTuning::parse(std::string_view bytes) {
     key.weights = DType(weights);
     if (bias > 1) fail_input("GEMM tuning entry {} has an invalid bias flag {}", i, bias);
     key.bias = bias == 1;
-    if (into_norm > 1) fail_input("GEMM tuning entry {} has an invalid into-norm flag {}", i, into_norm);
-    key.into_norm = into_norm == 1;
+    const std::uint8_t last_fusion = std::uint8_t(version == 4 ? GemmFusion::residual_norm : GemmFusion::swiglu);
+    if (fusion > last_fusion) fail_input("GEMM tuning entry {} has an invalid fusion {}", i, fusion);
+    key.fusion = GemmFusion(fusion);
     check_kind(i, key, kind, choice);
     if (!std::isfinite(choice.time_us) || choice.time_us < 0.0f) fail_input("GEMM tuning entry {} has an invalid time", i);
     if (t.entries_.contains(key)) fail_input("GEMM tuning entry {} repeats a shape", i);

@@ -6,10 +6,14 @@
 // table is plain data with no CUDA dependency, so it can be tested, serialized into a package and
 // parsed back on any machine.
 //
-// Key: (m bucket, n, k, output dtype, weight dtype, bias, into norm, architecture, cuBLASLt version).
-// "Into norm" marks a GEMM whose output goes straight into a residual add and RMSNorm that can sum
-// split-K partials itself (Backend::linear_residual_rms_norm): its race also has the split_partials
-// kernels, and its choice is kept apart from the same shape's plain GEMM. A cuBLASLt algorithm is
+// Key: (m bucket, n, k, output dtype, weight dtype, bias, fusion, architecture, cuBLASLt version).
+// The fusion marks a GEMM whose only reader is the operation after it, which the race may fold in;
+// its choice is kept apart from the same shape's plain GEMM, and any plain kind under such a key
+// means "the plain GEMM, then that operation":
+// - residual_norm: the output goes straight into a residual add and RMSNorm that can sum split-K
+//   partials itself (Backend::linear_residual_rms_norm): the race also has the split_partials kernels;
+// - swiglu: the output [m, 2 x inter] (gate, then up) goes straight into SwiGLU
+//   (Backend::linear_swiglu): the race also has the stream kernel with SwiGLU in its epilogue. A cuBLASLt algorithm is
 // opaque bytes (cublasLtMatmulAlgo_t is 8 x uint64) that only the same cuBLASLt version on the same
 // architecture may reuse, hence both are part of the key. A skinny choice is a variant number.
 //
@@ -21,13 +25,14 @@
 //
 // Serialized form (serialize/parse), little-endian: "FLGT", u32 format version, u32 entry count,
 // entries, then SHA-256 of everything before. Entry: u8 arch length, arch ("sm_90"), u64 library
-// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 weight dtype, u8 bias, u8 into norm, u8
+// version, i64 m bucket, i64 n, i64 k, u8 output dtype, u8 weight dtype, u8 bias, u8 fusion, u8
 // kind, u8 variant, 8 x u64 algorithm, f32 time (us), u16 candidates raced. parse() rejects anything
 // else with flare::Error (package bytes are untrusted): an unknown kind, a kind that does not take
 // the weight dtype, a cuBLASLt entry with a variant, a skinny entry with an unknown variant, algorithm
-// bytes, or a shape its kernel cannot run, a split_partials entry outside an into-norm key or with a
-// split that does not divide k, and any other format version (1 to 3, before the kind, the weight
-// dtype and the into-norm flag, included: their tables are re-tuned or re-exported).
+// bytes, or a shape its kernel cannot run, a split_partials entry outside a residual_norm key or with
+// a split that does not divide k, a stream_swiglu entry outside a swiglu key, and any format version
+// but 4 (no swiglu fusion yet) and 5 (1 to 3, before the kind, the weight dtype and the fusion byte,
+// included: their tables are re-tuned or re-exported).
 //
 // Ownership: one GemmTuning per backend, used by its engine thread; not thread-safe.
 #pragma once
@@ -51,6 +56,13 @@ enum class TuneEffort : std::uint8_t { off, normal, audit };
 TuneEffort parse_tune_effort(std::string_view text);  // "off", "default", "audit"; usage error otherwise
 std::string_view tune_effort_name(TuneEffort effort);
 
+// What a GemmShapeKey's GEMM feeds (the header comment); its serialized byte.
+enum class GemmFusion : std::uint8_t {
+  none = 0,
+  residual_norm = 1,  // Backend::linear_residual_rms_norm
+  swiglu = 2,         // Backend::linear_swiglu
+};
+
 struct GemmShapeKey {
   std::int64_t m_bucket = 0;  // bucket_m(m)
   std::int64_t n = 0;         // output columns (weight rows)
@@ -58,11 +70,11 @@ struct GemmShapeKey {
   DType out = DType::bf16;    // bf16 activations or f32 logits
   DType weights = DType::bf16;  // bf16, or f8_e4m3 with scales
   bool bias = false;
-  bool into_norm = false;           // the output feeds a residual-add RMSNorm that sums split-K partials
+  GemmFusion fusion = GemmFusion::none;
   std::string arch;                 // "sm_90"
   std::uint64_t library_version = 0;  // cublasLtGetVersion()
 
-  auto tie() const { return std::tie(m_bucket, n, k, out, weights, bias, into_norm, arch, library_version); }
+  auto tie() const { return std::tie(m_bucket, n, k, out, weights, bias, fusion, arch, library_version); }
   bool operator<(const GemmShapeKey& o) const { return tie() < o.tie(); }
   bool operator==(const GemmShapeKey& o) const { return tie() == o.tie(); }
 };
@@ -79,6 +91,9 @@ enum class GemmKind : std::uint8_t {
                        // computes k split GemmChoice::variant ways into F32 partials, which the
                        // norm sums (bf16 weights and output, no bias, m <= k_split_partials_max_m,
                        // k % (8 x variant) == 0)
+  stream_swiglu = 5,   // swiglu keys only: kernels/stream_gemm.cu with SwiGLU in its epilogue, writing
+                       // [m, inter] (bf16 weights and output, no bias, even n = 2 x inter, m and k as
+                       // stream), split as k_stream_gemm_splits[GemmChoice::variant] says
 };
 
 // The skinny kernels' limits and variant counts (kernels/skinny_gemm.cu, kernels/fp8_linear.cu,

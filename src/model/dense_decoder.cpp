@@ -154,8 +154,12 @@ void Model::attention_block(std::int32_t layer, helios::KvCache& cache, const he
 void Model::mlp_block(std::int32_t layer, const Tensor& next_norm) {
   Scratch& s = *scratch_;
   const LayerWeights& w = weights_.layers[std::size_t(layer)];
-  project(s.h_t, w.gate_up, w.gate_up_scales, nullptr, s.gate_up_t);
-  backend_.swiglu(s.gate_up_t, s.act_t);
+  if (w.gate_up.dtype == DType::f8_e4m3) {
+    project(s.h_t, w.gate_up, w.gate_up_scales, nullptr, s.gate_up_t);
+    backend_.swiglu(s.gate_up_t, s.act_t);
+  } else {
+    backend_.linear_swiglu(s.h_t, w.gate_up, s.gate_up_t, s.act_t);
+  }
   project_residual_norm(s.act_t, w.down, w.down_scales, Tensor{}, next_norm);  // x += mlp; h = norm(x)
 }
 

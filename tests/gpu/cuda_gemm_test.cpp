@@ -148,8 +148,8 @@ TEST_F(CudaGemm, TunesOnceSavesSerializesAndReplaysFrozen) {
   const Case tuned_case{17, 1536, 2048, true, false, 8, 8};
   const std::string arch = gpu_->device().arch();
   const std::uint64_t version = cuda::CublasLt(cuda::k_default_cuda_root).version();
-  const GemmShapeKey key_bias{32, 1536, 2048, DType::bf16, DType::bf16, true, false, arch, version};
-  const GemmShapeKey key_f32{1, 1536, 2048, DType::f32, DType::bf16, false, false, arch, version};
+  const GemmShapeKey key_bias{32, 1536, 2048, DType::bf16, DType::bf16, true, GemmFusion::none, arch, version};
+  const GemmShapeKey key_f32{1, 1536, 2048, DType::f32, DType::bf16, false, GemmFusion::none, arch, version};
   const std::int64_t n0 = gpu_->gemm_tuning().n_timed();
   check_linear(tuned_case, *gpu_, "tune ");
   EXPECT_EQ(gpu_->gemm_tuning().n_timed(), n0 + 1) << "the first use of a shape races its candidates";

@@ -178,6 +178,12 @@ void TimingBackend::swiglu(const Tensor& gate_up, Tensor out) {
   mark("swiglu", bytes_of(gate_up) + bytes_of(out), 0);
 }
 
+void TimingBackend::linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) {
+  inner_.linear_swiglu(x, weight, gate_up, out);
+  mark(linear_category(weight), bytes_of(x) + bytes_of(weight) + bytes_of(out),
+       2.0 * double(x.rows) * double(weight.rows) * double(weight.cols));
+}
+
 void TimingBackend::gather_logit_rows(const Tensor& x, Tensor out) {
   inner_.gather_logit_rows(x, out);
   mark("gather", 2.0 * bytes_of(out), 0);

@@ -80,6 +80,8 @@ class TimingBackend final : public helios::Backend {
   void attention(const helios::KvCache& cache, const helios::Tensor& q, const helios::AttentionParams& params,
                  helios::Tensor out) override;
   void swiglu(const helios::Tensor& gate_up, helios::Tensor out) override;
+  void linear_swiglu(const helios::Tensor& x, const helios::Tensor& weight, helios::Tensor gate_up,
+                     helios::Tensor out) override;
   void gather_logit_rows(const helios::Tensor& x, helios::Tensor out) override;
   std::vector<helios::SampledToken> sample(const helios::Tensor& logits,
                                            std::span<const helios::SampleRequest> requests) override {

@@ -519,6 +519,32 @@ void CudaBackend::swiglu(const Tensor& gate_up, Tensor out) {
          {&gu_ptr, &gu_stride, &out_ptr, &out_stride, &inter}, "swiglu");
 }
 
+void CudaBackend::linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) {
+  const GemmOperands op{.x = address(x),
+                        .x_stride = x.stride,
+                        .w = address(weight),
+                        .w_stride = weight.stride,
+                        .w_dtype = weight.dtype,
+                        .out = address(gate_up),
+                        .out_stride = gate_up.stride,
+                        .out_dtype = gate_up.dtype,
+                        .m = x.rows,
+                        .n = weight.rows,
+                        .k = weight.cols};
+  const bool fusable = gemm_ && gemm_->has_stream_gemm() && x.rows > 0 && x.dtype == DType::bf16 &&
+                       GemmRunner::swiglu_takes(op) && out.dtype == DType::bf16 && x.cols == weight.cols &&
+                       gate_up.rows == x.rows && gate_up.cols == weight.rows && out.rows == x.rows &&
+                       2 * out.cols == weight.rows;
+  const int fused = fusable ? gemm_->run_swiglu(op, gemm_tuning_, address(out), out.stride,
+                                                [&] { swiglu(gate_up, out); })
+                            : -1;
+  if (fused < 0) {
+    Backend::linear_swiglu(x, weight, gate_up, out);
+  } else if (fused == 0) {
+    swiglu(gate_up, out);
+  }
+}
+
 void CudaBackend::gather_logit_rows(const Tensor& x, Tensor out) {
   expect_dtype(x, DType::bf16, "gather input");
   expect_dtype(out, DType::bf16, "gather output");

@@ -108,6 +108,8 @@ class CudaBackend final : public Backend {
                        const RotaryParams& rope, const QkNormParams* qk_norm) override;
   void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) override;
   void swiglu(const Tensor& gate_up, Tensor out) override;
+  // The streaming GEMM with SwiGLU in its epilogue where its race wins (gemm_runner.h), else the two.
+  void linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) override;
   void gather_logit_rows(const Tensor& x, Tensor out) override;
   // On the device (cuda_sampler.cpp); rows it cannot handle go to the host default.
   std::vector<SampledToken> sample(const Tensor& logits, std::span<const SampleRequest> requests) override;

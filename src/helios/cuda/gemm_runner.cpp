@@ -74,7 +74,10 @@ void log_race(const GemmShapeKey& key, const std::vector<GemmChoice>& entrants, 
   }();
   if (!wanted) return;
   std::string line =
-      fmt::format("gemm race m {} n {} k {}{}:", key.m_bucket, key.n, key.k, key.into_norm ? " into norm" : "");
+      fmt::format("gemm race m {} n {} k {}{}:", key.m_bucket, key.n, key.k,
+                  key.fusion == GemmFusion::residual_norm ? " into norm"
+                  : key.fusion == GemmFusion::swiglu      ? " into swiglu"
+                                                          : "");
   for (std::size_t i = 0; i < entrants.size(); ++i) {
     const float t = i < raced.times_us.size() ? raced.times_us[i] : -1.0f;
     line += fmt::format(" {}{}/{}={:.1f}", int(i) == raced.winner ? "*" : "", int(entrants[i].kind),
@@ -276,6 +279,7 @@ GemmRunner::~GemmRunner() = default;
 void GemmRunner::clear_plans() {
   plans_.clear();
   split_plans_.clear();
+  swiglu_variants_.clear();
 }
 
 GemmRunner::PlanKey GemmRunner::plan_key(const GemmOperands& op) {
@@ -372,8 +376,8 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
   const CUdeviceptr b_scales = fp8_scratch_ ? fp8_scratch_->address() + Fp8Kernels::scales_offset(op.m, op.k) : 0;
   auto plan = std::make_unique<Plan>(lt_, op, b_scales);
   const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
-  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, op.out_dtype, op.w_dtype, op.bias != 0, false,
-                         arch_, lt_.version()};
+  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, op.out_dtype, op.w_dtype, op.bias != 0,
+                         GemmFusion::none, arch_, lt_.version()};
   const bool may_time = !tuning.frozen() && tuning.effort() != TuneEffort::off && !stream_.capturing();
   const int n_wanted = may_time ? settings.n_candidates : 1;
 
@@ -506,8 +510,8 @@ std::size_t GemmRunner::partials_bytes(const GemmOperands& op, int parts) {
 std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands& op, GemmTuning& tuning,
                                                               CUdeviceptr partials, std::size_t partials_capacity,
                                                               const std::function<void(int)>& norm) {
-  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, DType::bf16, DType::bf16, false, true,
-                         arch_, lt_.version()};
+  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, DType::bf16, DType::bf16, false,
+                         GemmFusion::residual_norm, arch_, lt_.version()};
   const bool known = tuning.find(key) || (!tuning.frozen() && tuning.refresh() && tuning.find(key));
   if (known) {
     const GemmChoice& c = *tuning.find(key);
@@ -593,6 +597,101 @@ int GemmRunner::run_split(const GemmOperands& op, GemmTuning& tuning, CUdevicept
       lt_.check(enqueue_partials(lt_, *plan, plan->algo, op, partials, workspace_, stream_),
                 "cublasLtMatmul (split-K partials)");
       return plan->parts;
+    }
+  }
+  return run(op, tuning) == GemmResult::unsupported ? -1 : 0;
+}
+
+bool GemmRunner::swiglu_takes(const GemmOperands& op) {
+  return op.bias == 0 && op.w_dtype == DType::bf16 && op.out_dtype == DType::bf16 && op.n % 2 == 0 &&
+         op.m >= k_stream_gemm_min_m && op.m <= k_stream_gemm_max_m;
+}
+
+int GemmRunner::make_swiglu_choice(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr act,
+                                   std::int64_t act_stride, const std::function<void()>& swiglu) {
+  const auto fused = [&](const GemmOperands& o) {
+    GemmOperands f = o;
+    f.out = act;
+    f.out_stride = act_stride;
+    return f;
+  };
+  const GemmShapeKey key{GemmTuning::bucket_m(op.m), op.n, op.k, DType::bf16, DType::bf16, false,
+                         GemmFusion::swiglu, arch_, lt_.version()};
+  const bool known = tuning.find(key) || (!tuning.frozen() && tuning.refresh() && tuning.find(key));
+  if (known) {
+    const GemmChoice& c = *tuning.find(key);
+    // A bucket mate the kernel does not take (alignment) runs plain.
+    return c.kind == GemmKind::stream_swiglu && stream_gemm_->takes_swiglu(fused(op), c.variant) ? c.variant : -1;
+  }
+  Plan* plain = plan_for(op, tuning);  // raced first where it is raced at all
+  const auto record_plain = [&](float time_us, std::size_t n_candidates) {
+    if (!plain || tuning.frozen() || tuning.effort() == TuneEffort::off) return;
+    GemmChoice c = plain->choice;
+    c.time_us = time_us;
+    c.n_candidates = std::uint16_t(n_candidates);
+    tuning.record(key, c);  // inside a capture too, so eager runs agree with the graph
+  };
+  if (tuning.frozen() || tuning.effort() == TuneEffort::off || stream_.capturing()) {
+    record_plain(0.0f, 1);
+    return -1;
+  }
+
+  // The entrants: the plain GEMM and the swiglu kernel (-1), then the fused kernel's variants.
+  std::vector<int> entrants;
+  if (plain) entrants.push_back(-1);
+  for (std::uint8_t v = 0; v < k_stream_gemm_n_variants; ++v) {
+    if (stream_gemm_->takes_swiglu(fused(op), v)) entrants.push_back(v);
+  }
+  if (entrants.size() <= 1 && plain) {
+    record_plain(plain->choice.time_us, entrants.size());
+    return -1;
+  }
+  if (entrants.empty()) return -1;
+  WeightRotation weights{cold_weight_copies(op)};
+  const auto enqueue_entrant = [&](int i) {
+    const GemmOperands timed = weights.next(op);
+    const int v = entrants[std::size_t(i)];
+    if (v >= 0) return stream_gemm_->enqueue_swiglu(fused(timed), v, stream_);
+    if (enqueue_plan(*plain, timed) == GemmResult::unsupported) return false;
+    swiglu();
+    return true;
+  };
+  const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
+  const RaceResult raced = race(int(entrants.size()), enqueue_entrant, stream_, settings);
+  std::vector<GemmChoice> named;
+  for (const int v : entrants) {
+    named.push_back(v < 0 ? plain->choice : GemmChoice{.kind = GemmKind::stream_swiglu, .variant = std::uint8_t(v)});
+  }
+  log_race(key, named, raced);
+  tuning.count_timed();
+  if (raced.winner < 0 || entrants[std::size_t(raced.winner)] < 0) {
+    record_plain(raced.winner < 0 ? 0.0f : raced.time_us, entrants.size());
+    return -1;
+  }
+  GemmChoice c = named[std::size_t(raced.winner)];
+  c.time_us = raced.time_us;
+  c.n_candidates = std::uint16_t(entrants.size());
+  tuning.record(key, c);
+  return c.variant;
+}
+
+int GemmRunner::run_swiglu(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr act, std::int64_t act_stride,
+                           const std::function<void()>& swiglu) {
+  if (stream_gemm_ && swiglu_takes(op)) {
+    const PlanKey key = plan_key(op);
+    auto it = swiglu_variants_.find(key);
+    if (it == swiglu_variants_.end()) {
+      it = swiglu_variants_.emplace(key, make_swiglu_choice(op, tuning, act, act_stride, swiglu)).first;
+    }
+    if (it->second >= 0) {
+      GemmOperands fused = op;
+      fused.out = act;
+      fused.out_stride = act_stride;
+      if (!stream_gemm_->enqueue_swiglu(fused, it->second, stream_)) {
+        fail(ExitCode::failure, "CUDA launch of the streaming GEMM with SwiGLU failed for [{}, {}, {}]", op.m, op.n,
+             op.k);
+      }
+      return 1;
     }
   }
   return run(op, tuning) == GemmResult::unsupported ? -1 : 0;

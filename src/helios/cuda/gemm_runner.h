@@ -29,6 +29,10 @@
 // sums: at decode batch sizes the plain GEMM's few output tiles leave SMs idle, and cuBLASLt's own
 // split-K adds a reduction kernel the norm makes unnecessary. Its race times each entrant together
 // with the norm that follows it, and its choice is recorded under the into-norm key.
+// A GEMM whose output goes straight into SwiGLU (run_swiglu) may instead run the streaming kernel with
+// SwiGLU in its epilogue: one kernel instead of two, and the [m, 2 x inter] intermediate never
+// leaves the SMs. Its race times the plain GEMM together with the swiglu kernel, and its choice is
+// recorded under the swiglu key.
 // Running a plan enqueues one cublasLtMatmul with the runner's 32 MiB workspace, or one skinny
 // kernel: no host synchronization and no allocation, so it can be captured. Timing does
 // synchronize, so it happens only outside a capture.
@@ -128,6 +132,15 @@ class GemmRunner {
   // it (tests force the split with it); nullopt where the split does not take op.
   std::optional<GemmChoice> first_split_choice(const GemmOperands& op, int parts) const;
 
+  // A GEMM whose only reader is SwiGLU (the header comment): op.out is the [m, n] gate_up output
+  // (gate columns, then up), act the [m, n / 2] SwiGLU output with row stride act_stride. Enqueues
+  // either op as run() would, returning 0 (the caller then runs its swiglu), or the streaming kernel
+  // with SwiGLU in its epilogue writing act (op.out untouched), returning 1; -1 when nothing takes
+  // the problem (nothing enqueued). `swiglu()` enqueues the caller's swiglu for the race.
+  int run_swiglu(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr act, std::int64_t act_stride,
+                 const std::function<void()>& swiglu);
+  static bool swiglu_takes(const GemmOperands& op);
+
   // Forgets every plan, so the next run of each problem consults the tuning table again.
   void clear_plans();
   std::size_t n_plans() const { return plans_.size(); }
@@ -148,6 +161,9 @@ class GemmRunner {
   // run_split's decision for op: the split's plan, or null for the plain GEMM.
   std::unique_ptr<Plan> make_split_plan(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr partials,
                                         std::size_t partials_capacity, const std::function<void(int)>& norm);
+  // run_swiglu's decision for op: the streaming kernel's variant, or -1 for the plain GEMM.
+  int make_swiglu_choice(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr act, std::int64_t act_stride,
+                         const std::function<void()>& swiglu);
   // Whether `plan` can run `choice` (an algorithm cuBLASLt accepts, a skinny variant for a problem
   // the kernel takes), and if so makes it the plan's.
   bool adopt(Plan& plan, const GemmOperands& op, const GemmChoice& choice) const;
@@ -177,6 +193,7 @@ class GemmRunner {
   std::map<std::tuple<std::int64_t, std::int64_t, Fp8Scaling>, bool> fp8_available_;  // fp8_cublaslt_available()
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   std::map<PlanKey, std::unique_ptr<Plan>> split_plans_;  // run_split's decisions; null: the plain GEMM
+  std::map<PlanKey, int> swiglu_variants_;                 // run_swiglu's decisions; -1: the plain GEMM
 };
 
 }  // namespace flare::helios::cuda

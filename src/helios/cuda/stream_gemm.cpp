@@ -38,6 +38,19 @@ bool encode(CUtensorMap& map, CUdeviceptr base, std::int64_t rows, std::int64_t 
                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The gate_up weight [2 x inter, k] as [2][inter][k] with boxes of 64 k x 64 rows x both halves:
+// a CTA's 64 gate rows and the same 64 up rows, in the layout of a 128-row box of encode().
+bool encode_pair(CUtensorMap& map, CUdeviceptr base, std::int64_t inter, std::int64_t cols, std::int64_t stride) {
+  const cuuint64_t dims[3] = {cuuint64_t(cols), cuuint64_t(inter), 2};
+  const cuuint64_t strides[2] = {cuuint64_t(stride) * 2, cuuint64_t(stride) * 2 * cuuint64_t(inter)};
+  const cuuint32_t box[3] = {cuuint32_t(k_block_k), cuuint32_t(k_rows_per_cta / 2), 2};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return driver().tensor_map_encode_tiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, reinterpret_cast<void*>(base),
+                                          dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace
 
 bool StreamGemm::available(const DeviceInfo& device) {
@@ -46,11 +59,11 @@ bool StreamGemm::available(const DeviceInfo& device) {
 
 StreamGemm::StreamGemm(const Loader& load, bool overlap_previous) : overlap_previous_(overlap_previous) {
   for (std::size_t t = 0; t < k_tiles.size(); ++t) {
-    for (const DType out : {DType::bf16, DType::f32}) {
-      const CUfunction f = load(entry_name(k_tiles[t], out), k_tiles[t]);
+    for (int e = 0; e < 3; ++e) {
+      const CUfunction f = load(entry_name(k_tiles[t], e == 1 ? DType::f32 : DType::bf16, e == 2), k_tiles[t]);
       check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes(k_tiles[t]))),
             "cuFuncSetAttribute (stream GEMM shared memory)");
-      functions_[t][out == DType::f32 ? 1 : 0] = f;
+      functions_[t][std::size_t(e)] = f;
     }
   }
 }
@@ -59,8 +72,8 @@ StreamGemm::~StreamGemm() = default;
 
 int StreamGemm::n_tile(std::int64_t m) { return std::max(32, int(std::bit_ceil(std::uint64_t(m)))); }
 
-std::string StreamGemm::entry_name(int n_tile, DType out) {
-  return fmt::format("flare_stream_gemm_n{}_{}", n_tile, out == DType::f32 ? "f32" : "bf16");
+std::string StreamGemm::entry_name(int n_tile, DType out, bool swiglu) {
+  return fmt::format("flare_stream_gemm_n{}_{}", n_tile, swiglu ? "swiglu" : out == DType::f32 ? "f32" : "bf16");
 }
 
 unsigned StreamGemm::shared_bytes(int n_tile) {
@@ -81,21 +94,33 @@ bool StreamGemm::takes(const GemmOperands& op, int variant) const {
   return k_stream_gemm_splits[std::size_t(variant)] <= k_blocks;
 }
 
+bool StreamGemm::takes_swiglu(const GemmOperands& op, int variant) const {
+  return takes(op, variant) && op.out_dtype == DType::bf16 && op.bias == 0 && op.n % 2 == 0;
+}
+
 bool StreamGemm::enqueue(const GemmOperands& op, int variant, const Stream& stream) const {
-  if (!takes(op, variant)) return false;
+  return takes(op, variant) && launch(op, variant, false, stream);
+}
+
+bool StreamGemm::enqueue_swiglu(const GemmOperands& op, int variant, const Stream& stream) const {
+  return takes_swiglu(op, variant) && launch(op, variant, true, stream);
+}
+
+bool StreamGemm::launch(const GemmOperands& op, int variant, bool swiglu, const Stream& stream) const {
   const int tile = n_tile(op.m);
   CUtensorMap w_map, x_map;
-  if (!encode(w_map, op.w, op.n, op.k, op.w_stride, unsigned(k_rows_per_cta)) ||
-      !encode(x_map, op.x, op.m, op.k, op.x_stride, unsigned(tile))) {
-    return false;
-  }
-  const CUfunction f = functions_[std::size_t(tile_index(tile))][op.out_dtype == DType::f32 ? 1 : 0];
+  const bool encoded = swiglu ? encode_pair(w_map, op.w, op.n / 2, op.k, op.w_stride)
+                              : encode(w_map, op.w, op.n, op.k, op.w_stride, unsigned(k_rows_per_cta));
+  if (!encoded || !encode(x_map, op.x, op.m, op.k, op.x_stride, unsigned(tile))) return false;
+  const CUfunction f = functions_[std::size_t(tile_index(tile))][swiglu ? 2 : op.out_dtype == DType::f32 ? 1 : 0];
   CUdeviceptr bias = op.bias, out = op.out;
   long long out_stride = op.out_stride;
-  int m = int(op.m), n = int(op.n), k = int(op.k);
+  // A SwiGLU CTA makes 64 output columns from 64 gate and 64 up rows.
+  const std::int64_t out_cols = swiglu ? op.n / 2 : op.n, cols_per_cta = swiglu ? k_rows_per_cta / 2 : k_rows_per_cta;
+  int m = int(op.m), n = int(out_cols), k = int(op.k);
   void* args[] = {&w_map, &x_map, &bias, &out, &out_stride, &m, &n, &k};
   const unsigned splits = k_stream_gemm_splits[std::size_t(variant)];
-  const LaunchShape shape{.grid_x = unsigned((op.n + k_rows_per_cta - 1) / k_rows_per_cta),
+  const LaunchShape shape{.grid_x = unsigned((out_cols + cols_per_cta - 1) / cols_per_cta),
                           .grid_y = splits,
                           .block_x = k_threads,
                           .shared_bytes = shared_bytes(tile),

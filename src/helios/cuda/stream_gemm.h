@@ -5,6 +5,9 @@
 // tiles in shared memory), so a GEMM whose output has few tiles still gives every SM a share of
 // the weight stream.
 //
+// enqueue_swiglu() runs the same kernel with SwiGLU in its epilogue for a gate_up weight (gate rows,
+// then up rows): out [m, n / 2] = silu(gate) x up, what the plain GEMM and the swiglu kernel compute.
+//
 // enqueue() encodes the two TMA descriptors (the operands' addresses are in them) and launches one
 // kernel: no host synchronization, no allocation, no workspace, so it can be captured.
 //
@@ -48,19 +51,26 @@ class StreamGemm {
   // (base and row stride) 16-byte aligned, bf16 or f32 output, and at most as many splits as
   // k-blocks of 64.
   bool takes(const GemmOperands& op, int variant) const;
+  // Whether variant `variant` takes op with SwiGLU in the epilogue: as takes() for BF16 output, no
+  // bias, and an even n (op.n is the weight's rows; the output op.out has op.n / 2 columns).
+  bool takes_swiglu(const GemmOperands& op, int variant) const;
   // The x-row tile for m (32, 64 or 128: the smallest >= m).
   static int n_tile(std::int64_t m);
-  // "flare_stream_gemm_n<tile>_<bf16|f32>"
-  static std::string entry_name(int n_tile, DType out);
+  // "flare_stream_gemm_n<tile>_<bf16|f32|swiglu>"
+  static std::string entry_name(int n_tile, DType out, bool swiglu = false);
   // Dynamic shared memory of the tile's kernel (kernels/stream_gemm.cu keeps the same constants).
   static unsigned shared_bytes(int n_tile);
 
   // Enqueues variant `variant` of a problem it takes on `stream`; false when it does not take it or
   // the launch fails.
   bool enqueue(const GemmOperands& op, int variant, const Stream& stream) const;
+  // The same with SwiGLU in the epilogue, for a problem takes_swiglu() accepts.
+  bool enqueue_swiglu(const GemmOperands& op, int variant, const Stream& stream) const;
 
  private:
-  std::array<std::array<CUfunction, 2>, k_tiles.size()> functions_{};  // [tile][output: 0 bf16, 1 f32]
+  bool launch(const GemmOperands& op, int variant, bool swiglu, const Stream& stream) const;
+
+  std::array<std::array<CUfunction, 3>, k_tiles.size()> functions_{};  // [tile][0 bf16, 1 f32, 2 swiglu]
   bool overlap_previous_ = false;
 };
 

@@ -21,14 +21,23 @@
 // CTAs of a tile add their partial tiles through distributed shared memory, each summing its share
 // in rank order, so the result does not depend on timing and nothing goes through global memory.
 //
+// SwiGLU in the epilogue (the _swiglu entry points): w is a gate_up weight [2 x inter, k] (gate rows,
+// then up rows) and out [m, inter] = bf16(silu(g) x u), g and u the GEMM's gate and up results each
+// rounded to bf16 first, as the plain GEMM's output followed by the swiglu kernel computes them. A
+// CTA's 128 weight rows are then 64 gate rows and the same 64 up rows (one 3-D TMA box over the
+// weight seen as [2][inter][k]), so consumer warpgroup 0 holds gate and warpgroup 1 up of the same
+// 64 output columns; both go through the ring (or the cluster's rings) to meet, the partials path
+// of split k.
+//
 // Programmatic dependent launch: the producer's first weight tiles go out before it waits for the
 // previous kernel (weights never change while a model is loaded); x is read, and out written, only
 // after the wait.
 //
-// Entry points flare_stream_gemm_n<N>_<bf16|f32>, N = STREAM_N in {32, 64, 128} (define; one module
-// per N). Parameters: the weight and x tensor maps (__grid_constant__ CUtensorMap, 128 bytes,
-// encoded by the host per launch: 2-D bf16, dims {k, rows}, box {64, 128} for w and {64, N} for x,
-// 128-byte swizzle, zero fill), bias (f32 [n] or null), out, out_stride, m, n, k. Dynamic shared
+// Entry points flare_stream_gemm_n<N>_<bf16|f32|swiglu>, N = STREAM_N in {32, 64, 128} (define; one
+// module per N). Parameters: the weight and x tensor maps (__grid_constant__ CUtensorMap, 128 bytes,
+// encoded by the host per launch: bf16, 128-byte swizzle, zero fill; w 2-D dims {k, rows} box {64,
+// 128}, or for swiglu 3-D dims {k, inter, 2} box {64, 64, 2}; x 2-D dims {k, m} box {64, N}), bias
+// (f32 [n] or null; null for swiglu), out, out_stride, m, n (inter for swiglu), k. Dynamic shared
 // memory: the ring (k_stream_stages below), 1 KiB of alignment slack and 256 bytes of barriers
 // (StreamGemm::shared_bytes keeps the same formula). Compiled for other architectures the entry
 // points are empty (the host runs them only on sm_90).
@@ -100,6 +109,27 @@ __device__ __forceinline__ void flare_tma_load(unsigned dst, const FlareTensorMa
       " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(row0), "r"(bar), "l"(policy)
       : "memory");
+}
+
+// The SwiGLU weight tile: the 3-D box at (k0, row0, 0) of [2][inter][k], 64 gate rows then the same
+// 64 up rows, in the layout of a 128-row 2-D box.
+__device__ __forceinline__ void flare_tma_load_pair(unsigned dst, const FlareTensorMap* map, int k0, int row0,
+                                                    unsigned bar, unsigned long long policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(row0), "r"(0), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+template <bool Swiglu>
+__device__ __forceinline__ void flare_tma_load_weights(unsigned dst, const FlareTensorMap* map, int k0, int row0,
+                                                       unsigned bar, unsigned long long policy) {
+  if (Swiglu) {
+    flare_tma_load_pair(dst, map, k0, row0, bar, policy);
+  } else {
+    flare_tma_load(dst, map, k0, row0, bar, policy);
+  }
 }
 
 // wgmma's shared-memory matrix descriptor of a K-major tile with 128-byte rows, 128-byte swizzle
@@ -226,7 +256,46 @@ __device__ __forceinline__ float4 flare_cluster_load4(unsigned local, unsigned r
   return v;
 }
 
-template <typename Out>
+// Four floats at shared address `local` of cluster CTA `rank`, or of this CTA when it is alone (a
+// launch without a cluster).
+__device__ __forceinline__ float4 flare_partial_load4(unsigned local, unsigned rank, int splits) {
+  if (splits > 1) return flare_cluster_load4(local, rank);
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(local) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ float flare_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// The SwiGLU epilogue: the partial tiles are in every CTA's ring as [accumulator][consumer thread];
+// CTA `split` sums its share of the gate values (consumer threads 0-127) and their up values (the
+// same accumulator of thread + 128) over the cluster in rank order, and stores bf16(silu(g) x u).
+__device__ __forceinline__ void flare_stream_swiglu_share(unsigned ring_base, int split, int splits,
+                                                          __nv_bfloat16* __restrict__ out, long long out_stride,
+                                                          int m, int inter, int col0, int t) {
+  constexpr int gate_quads = k_stream_acc * 128 / 4;
+  const int begin = (int)((long long)split * gate_quads / splits);
+  const int end = (int)((long long)(split + 1) * gate_quads / splits);
+  for (int q = begin + t; q < end; q += k_stream_consumer_threads) {
+    const int i = q / 32, t0 = 4 * (q % 32);  // accumulator i of gate threads t0..t0 + 3
+    const unsigned gate_at = 4u * unsigned(i * k_stream_consumer_threads + t0);
+    float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f), u = g;
+    for (int r = 0; r < splits; ++r) {
+      const float4 gv = flare_partial_load4(ring_base + gate_at, r, splits);
+      const float4 uv = flare_partial_load4(ring_base + gate_at + 4 * 128, r, splits);
+      g.x += gv.x, g.y += gv.y, g.z += gv.z, g.w += gv.w;
+      u.x += uv.x, u.y += uv.y, u.z += uv.z, u.w += uv.w;
+    }
+    const float gs[4] = {g.x, g.y, g.z, g.w}, us[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float gate = __bfloat162float(__float2bfloat16(gs[j])), up = __bfloat162float(__float2bfloat16(us[j]));
+      flare_stream_store_one(flare_silu_mul(gate, up), i, t0 + j, nullptr, out, out_stride, m, inter, col0);
+    }
+  }
+}
+
+template <typename Out, bool Swiglu>
 __device__ __forceinline__ void flare_stream_gemm(const FlareTensorMap* w_map, const FlareTensorMap* x_map,
                                                   const float* __restrict__ bias, Out* __restrict__ out,
                                                   long long out_stride, int m, int n, int k) {
@@ -241,7 +310,8 @@ __device__ __forceinline__ void flare_stream_gemm(const FlareTensorMap* w_map, c
   const int nkb = (k + k_stream_block_k - 1) / k_stream_block_k;
   const int kb_begin = (int)((long long)split * nkb / splits), kb_end = (int)((long long)(split + 1) * nkb / splits);
   const int n_blocks = kb_end - kb_begin;
-  const int row0 = tile * k_stream_rows;
+  // Swiglu: 64 output columns, whose gate and up weight rows both begin at row0 of their half.
+  const int row0 = tile * (Swiglu ? k_stream_rows / 2 : k_stream_rows);
   const bool producer = threadIdx.x >= k_stream_consumer_threads;
 
   if (threadIdx.x == k_stream_consumer_threads) {
@@ -265,7 +335,7 @@ __device__ __forceinline__ void flare_stream_gemm(const FlareTensorMap* w_map, c
     for (int i = 0; i < prologue; ++i) {
       const unsigned stage = ring_base + i * k_stream_stage_bytes;
       flare_mbar_expect_tx(full0 + 8 * i, k_stream_stage_bytes);
-      flare_tma_load(stage, w_map, (kb_begin + i) * k_stream_block_k, row0, full0 + 8 * i, w_policy);
+      flare_tma_load_weights<Swiglu>(stage, w_map, (kb_begin + i) * k_stream_block_k, row0, full0 + 8 * i, w_policy);
     }
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     for (int i = 0; i < prologue; ++i) {
@@ -278,7 +348,7 @@ __device__ __forceinline__ void flare_stream_gemm(const FlareTensorMap* w_map, c
       const unsigned stage = ring_base + s * k_stream_stage_bytes;
       const int k0 = (kb_begin + i) * k_stream_block_k;
       flare_mbar_expect_tx(full0 + 8 * s, k_stream_stage_bytes);
-      flare_tma_load(stage, w_map, k0, row0, full0 + 8 * s, w_policy);
+      flare_tma_load_weights<Swiglu>(stage, w_map, k0, row0, full0 + 8 * s, w_policy);
       flare_tma_load(stage + k_stream_w_bytes, x_map, k0, 0, full0 + 8 * s, x_policy);
     }
   } else if (!producer) {
@@ -301,6 +371,23 @@ __device__ __forceinline__ void flare_stream_gemm(const FlareTensorMap* w_map, c
     }
   }
 
+  if (Swiglu) {
+    float* partial = reinterpret_cast<float*>(ring);
+    if (!producer) {
+      asm volatile("bar.sync 1, %0;\n" ::"n"(k_stream_consumer_threads) : "memory");
+#pragma unroll
+      for (int i = 0; i < k_stream_acc; ++i) partial[i * k_stream_consumer_threads + threadIdx.x] = acc[i];
+    }
+    __syncwarp();
+    if (splits > 1) flare_cluster_sync(); else __syncthreads();
+    if (!producer) {
+      flare_stream_swiglu_share(ring_base, split, splits, reinterpret_cast<__nv_bfloat16*>(out), out_stride, m, n, row0,
+                                threadIdx.x);
+    }
+    __syncwarp();
+    if (splits > 1) flare_cluster_sync();  // every ring stays alive until the cluster has read it
+    return;
+  }
   if (splits == 1) {
     if (!producer) flare_stream_epilogue(acc, bias, out, out_stride, m, n, row0 + 64 * (threadIdx.x / 128), threadIdx.x);
     return;
@@ -343,24 +430,25 @@ __device__ __forceinline__ void flare_stream_gemm(const FlareTensorMap* w_map, c
 
 #endif  // FLARE_STREAM_GEMM_BODY
 
-#define FLARE_STREAM_ENTRY(N, OUT_NAME, OUT)                                                                          \
+#define FLARE_STREAM_ENTRY(N, OUT_NAME, OUT, SWIGLU)                                                                  \
   extern "C" __global__ void __launch_bounds__(k_stream_threads) flare_stream_gemm_n##N##_##OUT_NAME(                 \
       const __grid_constant__ FlareTensorMap w_map, const __grid_constant__ FlareTensorMap x_map, const float* bias,  \
       OUT* out, long long out_stride, int m, int n, int k) {                                                          \
-    FLARE_STREAM_CALL(OUT)                                                                                            \
+    FLARE_STREAM_CALL(OUT, SWIGLU)                                                                                    \
   }
 
 #ifdef FLARE_STREAM_GEMM_BODY
-#define FLARE_STREAM_CALL(OUT)                                            \
+#define FLARE_STREAM_CALL(OUT, SWIGLU)                                    \
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");       \
-  flare_stream_gemm<OUT>(&w_map, &x_map, bias, out, out_stride, m, n, k);
+  flare_stream_gemm<OUT, SWIGLU>(&w_map, &x_map, bias, out, out_stride, m, n, k);
 #else
-#define FLARE_STREAM_CALL(OUT)
+#define FLARE_STREAM_CALL(OUT, SWIGLU)
 #endif
 
-#define FLARE_STREAM_ENTRIES(N)                \
-  FLARE_STREAM_ENTRY(N, bf16, __nv_bfloat16) \
-  FLARE_STREAM_ENTRY(N, f32, float)
+#define FLARE_STREAM_ENTRIES(N)                        \
+  FLARE_STREAM_ENTRY(N, bf16, __nv_bfloat16, false)  \
+  FLARE_STREAM_ENTRY(N, f32, float, false)           \
+  FLARE_STREAM_ENTRY(N, swiglu, __nv_bfloat16, true)
 
 #if STREAM_N == 32
 FLARE_STREAM_ENTRIES(32)

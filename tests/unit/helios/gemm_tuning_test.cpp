@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 GemmShapeKey key(std::int64_t m, std::int64_t n, std::int64_t k, DType out = DType::bf16, bool bias = false,
                  std::string arch = "sm_90", std::uint64_t version = 130100, DType weights = DType::bf16) {
-  return {GemmTuning::bucket_m(m), n, k, out, weights, bias, false, std::move(arch), version};
+  return {GemmTuning::bucket_m(m), n, k, out, weights, bias, GemmFusion::none, std::move(arch), version};
 }
 
 GemmShapeKey fp8_key(std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -42,7 +42,13 @@ GemmChoice choice(std::uint64_t seed) {
 
 GemmShapeKey into_norm_key(std::int64_t m, std::int64_t n, std::int64_t k) {
   GemmShapeKey k_ = key(m, n, k);
-  k_.into_norm = true;
+  k_.fusion = GemmFusion::residual_norm;
+  return k_;
+}
+
+GemmShapeKey swiglu_key(std::int64_t m, std::int64_t n, std::int64_t k) {
+  GemmShapeKey k_ = key(m, n, k);
+  k_.fusion = GemmFusion::swiglu;
   return k_;
 }
 
@@ -174,10 +180,10 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   one.insert(key(1, 4096, 4096), choice(7));
   const std::string bytes = one.serialize();
   // Offsets in a one-entry table: magic 4, version 4, count 4, arch length 1, "sm_90" 5, library
-  // version 8, m 8, n 8, k 8, out 1, weights 1, bias 1, into norm 1, kind 1, variant 1, algo 64,
+  // version 8, m 8, n 8, k 8, out 1, weights 1, bias 1, fusion 1, kind 1, variant 1, algo 64,
   // time 4, candidates 2.
   const std::size_t entry = 12, arch = entry + 1, m = arch + 5 + 8, n = m + 8, out = n + 16, weights = out + 1,
-                    bias = weights + 1, into_norm = bias + 1, kind = into_norm + 1, variant = kind + 1,
+                    bias = weights + 1, fusion = bias + 1, kind = fusion + 1, variant = kind + 1,
                     time = variant + 1 + 64;
   const auto patched = [&](std::size_t at, std::string_view with) {
     std::string b = bytes;
@@ -190,8 +196,9 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   EXPECT_NE(parse_error(patched(4, std::string("\x02\0\0\0", 4))).find("format version 2"), std::string::npos)
       << "version 2 (before the weight dtype) is not read";
   EXPECT_NE(parse_error(patched(4, std::string("\x03\0\0\0", 4))).find("format version 3"), std::string::npos)
-      << "version 3 (before the into-norm flag) is not read";
-  EXPECT_NE(parse_error(patched(4, std::string("\x05\0\0\0", 4))).find("format version 5"), std::string::npos);
+      << "version 3 (before the fusion byte) is not read";
+  EXPECT_NO_THROW(GemmTuning::parse(patched(4, std::string("\x04\0\0\0", 4)))) << "version 4 has the same bytes";
+  EXPECT_NE(parse_error(patched(4, std::string("\x06\0\0\0", 4))).find("format version 6"), std::string::npos);
   EXPECT_NE(parse_error(patched(8, std::string("\xff\xff\xff\x0f", 4))).find("claims"), std::string::npos);
   EXPECT_NE(parse_error(patched(8, std::string("\0\0\0\0", 4))).find("trailing"), std::string::npos);
   EXPECT_NE(parse_error(patched(arch, "xx_90")).find("architecture"), std::string::npos);
@@ -203,10 +210,18 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
   EXPECT_NE(parse_error(patched(weights, "\x09")).find("weight dtype"), std::string::npos);
   EXPECT_NO_THROW(GemmTuning::parse(patched(weights, "\x03"))) << "a cuBLASLt choice on FP8 weights";
   EXPECT_NE(parse_error(patched(bias, "\x02")).find("bias"), std::string::npos);
-  EXPECT_NE(parse_error(patched(into_norm, "\x02")).find("into-norm"), std::string::npos);
-  EXPECT_NO_THROW(GemmTuning::parse(patched(into_norm, "\x01")));
+  EXPECT_NE(parse_error(patched(fusion, "\x03")).find("fusion"), std::string::npos);
+  EXPECT_NO_THROW(GemmTuning::parse(patched(fusion, "\x01")));
+  EXPECT_NO_THROW(GemmTuning::parse(patched(fusion, "\x02")));
+  {
+    std::string v4 = bytes;
+    v4.replace(4, 4, std::string("\x04\0\0\0", 4));
+    v4.replace(fusion, 1, "\x02");
+    EXPECT_NE(parse_error(with_valid_checksum(v4)).find("fusion"), std::string::npos) << "no swiglu fusion in version 4";
+  }
   EXPECT_NE(parse_error(patched(time, std::string("\0\0\xc0\x7f", 4))).find("time"), std::string::npos) << "NaN";
-  EXPECT_NE(parse_error(patched(kind, "\x05")).find("unknown kind 5"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\x06")).find("unknown kind 6"), std::string::npos);
+  EXPECT_NE(parse_error(patched(kind, "\x05")).find("cannot run"), std::string::npos) << "stream_swiglu, plain key";
   EXPECT_NE(parse_error(patched(kind, "\x04")).find("cannot run"), std::string::npos) << "split partials, plain key";
   EXPECT_NE(parse_error(patched(kind, "\x03")).find("algorithm bytes"), std::string::npos) << "a stream choice";
   EXPECT_NE(parse_error(patched(kind, "\x02")).find("other weights"), std::string::npos) << "FP8 kernel, BF16 weights";
@@ -336,6 +351,46 @@ TEST(GemmTuning, SplitPartialsOnlyWhereTheyRun) {
   GemmShapeKey fp8 = into_norm_key(64, 4096, 4096);
   fp8.weights = DType::f8_e4m3;
   EXPECT_NE(parse_error(one(fp8, split_partials(2))).find("cannot run"), std::string::npos);
+}
+
+// The streaming GEMM with SwiGLU in its epilogue: swiglu keys only, BF16 output, no bias, an even n
+// (gate and up rows), and the stream kernel's variants, m and k.
+TEST(GemmTuning, StreamSwigluOnlyWhereItRuns) {
+  const auto stream_swiglu = [](std::uint8_t variant) {
+    return GemmChoice{.kind = GemmKind::stream_swiglu, .variant = variant, .algo = {}, .time_us = 60.5f, .n_candidates = 8};
+  };
+  for (std::uint8_t v = 0; v < k_stream_gemm_n_variants; ++v) {
+    GemmTuning t;
+    t.insert(swiglu_key(64, 28672, 4096), stream_swiglu(v));
+    t.insert(key(64, 28672, 4096), choice(3));
+    t.insert(into_norm_key(64, 28672, 4096), choice(4));
+    const GemmTuning back = GemmTuning::parse(t.serialize());
+    ASSERT_EQ(back.size(), 3u) << "the fusions keep apart from the plain GEMM and from each other";
+    EXPECT_EQ(back.find(swiglu_key(64, 28672, 4096))->kind, GemmKind::stream_swiglu);
+    EXPECT_EQ(back.find(swiglu_key(64, 28672, 4096))->variant, v);
+    EXPECT_EQ(back.find(key(64, 28672, 4096))->kind, GemmKind::cublaslt);
+  }
+  EXPECT_NO_THROW(GemmTuning::parse(one(swiglu_key(64, 28672, 4096), choice(5)))) << "plain may win a swiglu race";
+  EXPECT_NO_THROW(GemmTuning::parse(one(swiglu_key(1, 28672, 4096), skinny(2)))) << "and so may a skinny kernel";
+  EXPECT_NE(parse_error(one(key(64, 28672, 4096), stream_swiglu(0))).find("cannot run"), std::string::npos);
+  EXPECT_NE(parse_error(one(into_norm_key(64, 28672, 4096), stream_swiglu(0))).find("cannot run"), std::string::npos);
+  EXPECT_NE(parse_error(one(swiglu_key(64, 28671, 4096), stream_swiglu(0))).find("cannot run"), std::string::npos)
+      << "odd n";
+  EXPECT_NE(parse_error(one(swiglu_key(8, 28672, 4096), stream_swiglu(0))).find("cannot run"), std::string::npos)
+      << "m bucket 8";
+  EXPECT_NE(parse_error(one(swiglu_key(64, 28672, 4100), stream_swiglu(0))).find("cannot run"), std::string::npos)
+      << "k % 8 != 0";
+  EXPECT_NE(parse_error(one(swiglu_key(64, 28672, 4096), stream_swiglu(k_stream_gemm_n_variants))).find("variant"),
+            std::string::npos);
+  GemmShapeKey biased = swiglu_key(64, 28672, 4096);
+  biased.bias = true;
+  EXPECT_NE(parse_error(one(biased, stream_swiglu(0))).find("cannot run"), std::string::npos);
+  GemmShapeKey logits = swiglu_key(64, 28672, 4096);
+  logits.out = DType::f32;
+  EXPECT_NE(parse_error(one(logits, stream_swiglu(0))).find("cannot run"), std::string::npos);
+  GemmShapeKey fp8 = swiglu_key(64, 28672, 4096);
+  fp8.weights = DType::f8_e4m3;
+  EXPECT_NE(parse_error(one(fp8, stream_swiglu(0))).find("other weights"), std::string::npos);
 }
 
 TEST(GemmTuning, SplitPartialsDivides) {
