@@ -13,9 +13,10 @@
 // - residual_norm: the output goes straight into a residual add and RMSNorm that can sum split-K
 //   partials itself (Backend::linear_residual_rms_norm): the race also has the split_partials kernels;
 // - swiglu: the output [m, 2 x inter] (gate, then up) goes straight into SwiGLU
-//   (Backend::linear_swiglu): the race also has the stream kernel with SwiGLU in its epilogue. A cuBLASLt algorithm is
-// opaque bytes (cublasLtMatmulAlgo_t is 8 x uint64) that only the same cuBLASLt version on the same
-// architecture may reuse, hence both are part of the key. A skinny choice is a variant number.
+//   (Backend::linear_swiglu): the race also has the stream kernel with SwiGLU in its epilogue.
+// A cuBLASLt algorithm is opaque bytes (cublasLtMatmulAlgo_t is 8 x uint64) that only the same
+// cuBLASLt version on the same architecture may reuse, hence both are part of the key. A skinny
+// choice is a variant number.
 //
 // m buckets (bucket_m): decode and small batches (m <= 64) round up to a power of two (1, 2, 4, ...,
 // 64), because the best kernel changes quickly there; larger m rounds up to a multiple of 64, the

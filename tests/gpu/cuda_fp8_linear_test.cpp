@@ -165,7 +165,8 @@ class CudaFp8Linear : public BackendVersusCpuTest {
   }
 
   GemmShapeKey key(std::int64_t m, const Fp8Weight& w, bool bias) const {
-    return {GemmTuning::bucket_m(m), w.n, w.k, DType::bf16, DType::f8_e4m3, bias, GemmFusion::none, gpu_->device().arch(), lt_version_};
+    return {GemmTuning::bucket_m(m), w.n, w.k, DType::bf16, DType::f8_e4m3, bias, GemmFusion::none,
+            gpu_->device().arch(), lt_version_};
   }
 
   std::uint64_t lt_version_ = 0;  // the tuning key's cuBLASLt version

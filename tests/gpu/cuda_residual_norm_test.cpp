@@ -100,7 +100,8 @@ TEST_F(CudaResidualNorm, EverySplitSumsItsPartials) {
       const std::optional<GemmChoice> choice = runner.first_split_choice(operands_of(o), parts);
       ASSERT_TRUE(choice.has_value()) << label << ": cuBLASLt has no batched GEMM for it";
       GemmTuning table;
-      table.insert({GemmTuning::bucket_m(s.m), s.n, s.k, DType::bf16, DType::bf16, false, GemmFusion::residual_norm, gpu_->device().arch(),
+      table.insert({GemmTuning::bucket_m(s.m), s.n, s.k, DType::bf16, DType::bf16, false, GemmFusion::residual_norm,
+                    gpu_->device().arch(),
                     lt.version()},
                    *choice);
       GemmTuning frozen = GemmTuning::parse(table.serialize());
@@ -125,7 +126,9 @@ TEST_F(CudaResidualNorm, ACapturedSplitReplaysTheEagerBits) {
   const std::optional<GemmChoice> choice = runner.first_split_choice(operands_of(o), 4);
   ASSERT_TRUE(choice.has_value());
   GemmTuning table;
-  table.insert({32, s.n, s.k, DType::bf16, DType::bf16, false, GemmFusion::residual_norm, gpu_->device().arch(), lt.version()}, *choice);
+  table.insert({32, s.n, s.k, DType::bf16, DType::bf16, false, GemmFusion::residual_norm, gpu_->device().arch(),
+                lt.version()},
+               *choice);
   table.set_frozen(true);
   gpu_->install_gemm_tuning(std::move(table));
   const std::vector<float> residual_before = device_values(*gpu_, o.gres);

@@ -114,7 +114,8 @@ TEST_F(CudaSkinnyGemm, RaceRecordsAWinnerThatReplaysBitIdentically) {
     GemmTuning tuning;
     const std::vector<float> first = run(runner, tuning);
     EXPECT_EQ(tuning.n_timed(), 1);
-    const GemmShapeKey key{GemmTuning::bucket_m(m), n, k, DType::f32, DType::bf16, bias_on, GemmFusion::none, gpu_->device().arch(), lt.version()};
+    const GemmShapeKey key{GemmTuning::bucket_m(m), n, k, DType::f32, DType::bf16, bias_on, GemmFusion::none,
+                           gpu_->device().arch(), lt.version()};
     const GemmChoice* won = tuning.find(key);
     ASSERT_NE(won, nullptr);
     EXPECT_GE(won->n_candidates, 1 + k_skinny_gemm_n_variants) << "cuBLASLt's candidates and every skinny variant";

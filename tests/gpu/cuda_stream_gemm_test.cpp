@@ -144,7 +144,8 @@ TEST_F(CudaStreamGemm, DecodeBatch64RaceAndTimings) {
     const Matrix first_out = poisoned_out(DType::bf16, m, s.n, s.n);
     ASSERT_EQ(runner.run(op_of(0, first_out), tuning), cuda::GemmResult::done);
     const std::vector<float> first = out_values(first_out, s.what);
-    const GemmShapeKey key{m, s.n, s.k, DType::bf16, DType::bf16, false, GemmFusion::none, gpu_->device().arch(), lt.version()};
+    const GemmShapeKey key{m, s.n, s.k, DType::bf16, DType::bf16, false, GemmFusion::none, gpu_->device().arch(),
+                           lt.version()};
     const GemmChoice* won = tuning.find(key);
     ASSERT_NE(won, nullptr);
     const Matrix again = poisoned_out(DType::bf16, m, s.n, s.n);

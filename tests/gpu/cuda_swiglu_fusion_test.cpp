@@ -70,19 +70,23 @@ TEST_F(CudaSwigluFusion, EveryVariantWritesThePlainKernelsBits) {
         const Matrix gx = device_bf16(*gpu_, x, m, k, k + 8), gw = device_bf16(*gpu_, w, 2 * inter, k, k + 16);
         const std::vector<float> cpu = cpu_linear_swiglu(x, w, m, inter, k);
         for (int v = 0; v < k_stream_gemm_n_variants; ++v) {
-          const std::string label = fmt::format("m {} inter {} k {} splits {}", m, inter, k, k_stream_gemm_splits[std::size_t(v)]);
+          const std::string label =
+              fmt::format("m {} inter {} k {} splits {}", m, inter, k, k_stream_gemm_splits[std::size_t(v)]);
           const Matrix gate_up = poisoned_out(DType::bf16, m, 2 * inter, 2 * inter);
           const Matrix plain = poisoned_out(DType::bf16, m, inter, inter + 5);
           const Matrix fused = poisoned_out(DType::bf16, m, inter, inter + 5);
           if (!stream_->takes_swiglu(operands(gx.t, gw.t, fused.t), v)) {
-            EXPECT_GT(k_stream_gemm_splits[std::size_t(v)], (k + 63) / 64) << label << ": only more splits than k blocks are refused";
+            EXPECT_GT(k_stream_gemm_splits[std::size_t(v)], (k + 63) / 64)
+                << label << ": only more splits than k blocks are refused";
             continue;
           }
           ASSERT_TRUE(stream_->enqueue(operands(gx.t, gw.t, gate_up.t), v, gpu_->stream())) << label;
           gpu_->swiglu(gate_up.t, plain.t);
           ASSERT_TRUE(stream_->enqueue_swiglu(operands(gx.t, gw.t, fused.t), v, gpu_->stream())) << label;
-          const std::vector<float> want = out_values(plain, label + " plain"), got = out_values(fused, label + " fused");
-          EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << label << ": not the plain kernels' bits";
+          const std::vector<float> want = out_values(plain, label + " plain");
+          const std::vector<float> got = out_values(fused, label + " fused");
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+              << label << ": not the plain kernels' bits";
           expect_close(label, got, cpu, 2e-2f, 2e-2f);
           ++n_runs;
         }

@@ -143,7 +143,9 @@ class GemmVersusCpuTest : public BackendVersusCpuTest {
     choice.n_candidates = 1;
     GemmTuning table;
     for (const DType out : {DType::bf16, DType::f32}) {
-      table.insert({GemmTuning::bucket_m(m), n, k, out, DType::bf16, true, GemmFusion::none, gpu_->device().arch(), lt.version()}, choice);
+      table.insert({GemmTuning::bucket_m(m), n, k, out, DType::bf16, true, GemmFusion::none, gpu_->device().arch(),
+                    lt.version()},
+                   choice);
     }
     GemmTuning frozen = GemmTuning::parse(table.serialize());
     frozen.set_frozen(true);

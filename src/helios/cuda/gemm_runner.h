@@ -28,11 +28,11 @@
 // into parts computed by one strided-batched cublasLtMatmul that writes F32 partials, which the norm
 // sums: at decode batch sizes the plain GEMM's few output tiles leave SMs idle, and cuBLASLt's own
 // split-K adds a reduction kernel the norm makes unnecessary. Its race times each entrant together
-// with the norm that follows it, and its choice is recorded under the into-norm key.
+// with the norm that follows it, and its choice is recorded under the residual_norm fusion key.
 // A GEMM whose output goes straight into SwiGLU (run_swiglu) may instead run the streaming kernel with
 // SwiGLU in its epilogue: one kernel instead of two, and the [m, 2 x inter] intermediate never
 // leaves the SMs. Its race times the plain GEMM together with the swiglu kernel, and its choice is
-// recorded under the swiglu key.
+// recorded under the swiglu fusion key.
 // Running a plan enqueues one cublasLtMatmul with the runner's 32 MiB workspace, or one skinny
 // kernel: no host synchronization and no allocation, so it can be captured. Timing does
 // synchronize, so it happens only outside a capture.

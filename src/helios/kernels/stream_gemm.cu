@@ -261,7 +261,10 @@ __device__ __forceinline__ float4 flare_cluster_load4(unsigned local, unsigned r
 __device__ __forceinline__ float4 flare_partial_load4(unsigned local, unsigned rank, int splits) {
   if (splits > 1) return flare_cluster_load4(local, rank);
   float4 v;
-  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(local) : "memory");
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(local)
+               : "memory");
   return v;
 }
 

@@ -217,7 +217,8 @@ TEST(GemmTuning, RejectsBadFieldsBehindAValidChecksum) {
     std::string v4 = bytes;
     v4.replace(4, 4, std::string("\x04\0\0\0", 4));
     v4.replace(fusion, 1, "\x02");
-    EXPECT_NE(parse_error(with_valid_checksum(v4)).find("fusion"), std::string::npos) << "no swiglu fusion in version 4";
+    EXPECT_NE(parse_error(with_valid_checksum(v4)).find("fusion"), std::string::npos)
+        << "no swiglu fusion in version 4";
   }
   EXPECT_NE(parse_error(patched(time, std::string("\0\0\xc0\x7f", 4))).find("time"), std::string::npos) << "NaN";
   EXPECT_NE(parse_error(patched(kind, "\x06")).find("unknown kind 6"), std::string::npos);
@@ -357,7 +358,8 @@ TEST(GemmTuning, SplitPartialsOnlyWhereTheyRun) {
 // (gate and up rows), and the stream kernel's variants, m and k.
 TEST(GemmTuning, StreamSwigluOnlyWhereItRuns) {
   const auto stream_swiglu = [](std::uint8_t variant) {
-    return GemmChoice{.kind = GemmKind::stream_swiglu, .variant = variant, .algo = {}, .time_us = 60.5f, .n_candidates = 8};
+    return GemmChoice{
+        .kind = GemmKind::stream_swiglu, .variant = variant, .algo = {}, .time_us = 60.5f, .n_candidates = 8};
   };
   for (std::uint8_t v = 0; v < k_stream_gemm_n_variants; ++v) {
     GemmTuning t;
