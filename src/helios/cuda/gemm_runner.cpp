@@ -507,6 +507,15 @@ std::size_t GemmRunner::partials_bytes(const GemmOperands& op, int parts) {
   return std::size_t(parts) * std::size_t(op.m) * std::size_t(op.n) * 4;
 }
 
+void GemmRunner::record_plain_choice(GemmTuning& tuning, const GemmShapeKey& key, const Plan* plain, float time_us,
+                                     std::size_t n_candidates) {
+  if (!plain || tuning.frozen() || tuning.effort() == TuneEffort::off) return;
+  GemmChoice c = plain->choice;
+  c.time_us = time_us;
+  c.n_candidates = std::uint16_t(n_candidates);
+  tuning.record(key, c);  // inside a capture too, so eager runs agree with the graph
+}
+
 std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands& op, GemmTuning& tuning,
                                                               CUdeviceptr partials, std::size_t partials_capacity,
                                                               const std::function<void(int)>& norm) {
@@ -523,11 +532,7 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands
   }
   Plan* plain = plan_for(op, tuning);  // raced first where it is raced at all
   const auto record_plain = [&](float time_us, std::size_t n_candidates) {
-    if (!plain || tuning.frozen() || tuning.effort() == TuneEffort::off) return;
-    GemmChoice c = plain->choice;
-    c.time_us = time_us;
-    c.n_candidates = std::uint16_t(n_candidates);
-    tuning.record(key, c);  // inside a capture too, so eager runs agree with the graph
+    record_plain_choice(tuning, key, plain, time_us, n_candidates);
   };
   const RaceSettings settings = RaceSettings::for_effort(tuning.effort());
   if (tuning.frozen() || tuning.effort() == TuneEffort::off || stream_.capturing()) {
@@ -625,11 +630,7 @@ int GemmRunner::make_swiglu_choice(const GemmOperands& op, GemmTuning& tuning, C
   }
   Plan* plain = plan_for(op, tuning);  // raced first where it is raced at all
   const auto record_plain = [&](float time_us, std::size_t n_candidates) {
-    if (!plain || tuning.frozen() || tuning.effort() == TuneEffort::off) return;
-    GemmChoice c = plain->choice;
-    c.time_us = time_us;
-    c.n_candidates = std::uint16_t(n_candidates);
-    tuning.record(key, c);  // inside a capture too, so eager runs agree with the graph
+    record_plain_choice(tuning, key, plain, time_us, n_candidates);
   };
   if (tuning.frozen() || tuning.effort() == TuneEffort::off || stream_.capturing()) {
     record_plain(0.0f, 1);

@@ -161,6 +161,10 @@ class GemmRunner {
   // run_split's decision for op: the split's plan, or null for the plain GEMM.
   std::unique_ptr<Plan> make_split_plan(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr partials,
                                         std::size_t partials_capacity, const std::function<void(int)>& norm);
+  // A fused race's key (run_split, run_swiglu) lost to, or was not raced against, the plain GEMM:
+  // records the plain plan's choice under it unless the table is frozen or tuning is off.
+  static void record_plain_choice(GemmTuning& tuning, const GemmShapeKey& key, const Plan* plain, float time_us,
+                                  std::size_t n_candidates);
   // run_swiglu's decision for op: the streaming kernel's variant, or -1 for the plain GEMM.
   int make_swiglu_choice(const GemmOperands& op, GemmTuning& tuning, CUdeviceptr act, std::int64_t act_stride,
                          const std::function<void()>& swiglu);

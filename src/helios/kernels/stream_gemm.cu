@@ -256,6 +256,15 @@ __device__ __forceinline__ float4 flare_cluster_load4(unsigned local, unsigned r
   return v;
 }
 
+// The consumers' partial tile into the ring as [accumulator][consumer thread], once both warpgroups
+// are done reading it (the split and SwiGLU epilogues read it back, across the cluster for split k).
+__device__ __forceinline__ void flare_stream_park_partials(unsigned char* ring, const float (&acc)[k_stream_acc]) {
+  float* partial = reinterpret_cast<float*>(ring);
+  asm volatile("bar.sync 1, %0;\n" ::"n"(k_stream_consumer_threads) : "memory");
+#pragma unroll
+  for (int i = 0; i < k_stream_acc; ++i) partial[i * k_stream_consumer_threads + threadIdx.x] = acc[i];
+}
+
 // Four floats at shared address `local` of cluster CTA `rank`, or of this CTA when it is alone (a
 // launch without a cluster).
 __device__ __forceinline__ float4 flare_partial_load4(unsigned local, unsigned rank, int splits) {
@@ -375,12 +384,7 @@ __device__ __forceinline__ void flare_stream_gemm(const FlareTensorMap* w_map, c
   }
 
   if (Swiglu) {
-    float* partial = reinterpret_cast<float*>(ring);
-    if (!producer) {
-      asm volatile("bar.sync 1, %0;\n" ::"n"(k_stream_consumer_threads) : "memory");
-#pragma unroll
-      for (int i = 0; i < k_stream_acc; ++i) partial[i * k_stream_consumer_threads + threadIdx.x] = acc[i];
-    }
+    if (!producer) flare_stream_park_partials(ring, acc);
     __syncwarp();
     if (splits > 1) flare_cluster_sync(); else __syncthreads();
     if (!producer) {
@@ -400,12 +404,7 @@ __device__ __forceinline__ void flare_stream_gemm(const FlareTensorMap* w_map, c
   // sums its share of the tile over every CTA's ring (distributed shared memory), in rank order so
   // the result does not depend on timing, and stores it. The second cluster barrier keeps every ring
   // alive until all CTAs have read it.
-  float* partial = reinterpret_cast<float*>(ring);
-  if (!producer) {
-    asm volatile("bar.sync 1, %0;\n" ::"n"(k_stream_consumer_threads) : "memory");
-#pragma unroll
-    for (int i = 0; i < k_stream_acc; ++i) partial[i * k_stream_consumer_threads + threadIdx.x] = acc[i];
-  }
+  if (!producer) flare_stream_park_partials(ring, acc);
   __syncwarp();
   flare_cluster_sync();
   if (!producer) {
