@@ -38,7 +38,7 @@ class GpuRuntime {
   std::size_t load_kernels();                // loads every packaged module; returns how many
   std::int64_t n_compiled() const;           // kernels compiled since load (always 0: no NVRTC)
   std::int64_t n_tuned() const;              // GEMM shapes timed since load (0: the table is frozen)
-  std::size_t n_tuned_shapes() const;        // entries of the packaged GEMM table
+  std::size_t n_tuned_shapes() const;        // GEMM shapes in the packaged table (fused choices apart)
   GpuDeviceMemory memory() const;            // the device, now
 
  private:

@@ -188,6 +188,11 @@ const GemmChoice* GemmTuning::find(const GemmShapeKey& key) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+std::size_t GemmTuning::n_fused() const {
+  return std::size_t(std::count_if(entries_.begin(), entries_.end(),
+                                   [](const auto& entry) { return entry.first.fusion != GemmFusion::none; }));
+}
+
 void GemmTuning::insert(const GemmShapeKey& key, const GemmChoice& choice) { entries_[key] = choice; }
 
 std::string GemmTuning::serialize() const {

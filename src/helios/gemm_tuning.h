@@ -147,6 +147,8 @@ class GemmTuning {
   void insert(const GemmShapeKey& key, const GemmChoice& choice);  // replaces an existing entry
   const std::map<GemmShapeKey, GemmChoice>& entries() const { return entries_; }
   std::size_t size() const { return entries_.size(); }
+  // Entries under a fusion key: a fused operation's choice, kept beside its GEMM's own entry.
+  std::size_t n_fused() const;
 
   // Frozen: a shape missing from the table takes the heuristic's first algorithm without timing
   // (flare run loads tuned packages frozen and asserts n_timed() == 0).

@@ -286,8 +286,9 @@ int run_export(const ExportOptions& options) {
       gpu->compile_forwards();
       const GpuPreparationCounts& c = gpu->counts();
       phase.stage.ok(fmt::format("{} forwards; {} kernel modules ({} compiled, {} from the kernel cache); {} GEMM "
-                                 "shapes tuned in all",
-                                 c.n_forwards, gpu->kernel_images().size(), c.n_compiled, c.n_reused, c.n_shapes));
+                                 "shapes and {} fused-operation choices tuned in all",
+                                 c.n_forwards, gpu->kernel_images().size(), c.n_compiled, c.n_reused, c.n_shapes,
+                                 c.n_fused));
     } else {
       phase.stage.ok("0 forwards (the CPU backend executes steps directly)");
     }

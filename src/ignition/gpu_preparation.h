@@ -35,6 +35,7 @@ struct GpuPreparationCounts {
   std::int64_t n_reused = 0;     // kernels found in the kernel cache
   std::int64_t n_tuned = 0;      // GEMM shapes timed
   std::int64_t n_shapes = 0;     // GEMM shapes in the table the package carries
+  std::int64_t n_fused = 0;      // and its fused operations' choices (GemmTuning::n_fused)
   std::int32_t n_forwards = 0;   // warm-up forwards run
   std::int32_t n_graphs = 0;     // decode graphs captured
   std::int32_t n_prefill_graphs = 0;  // prefill-chunk graphs captured (with and without logits)

@@ -48,7 +48,7 @@ GpuRuntime::GpuRuntime(const package::Package& pkg, const std::optional<std::vec
   state_->backend = state_->owned.get();
   helios::GemmTuning tuning = tuning_table.empty() ? helios::GemmTuning() : helios::GemmTuning::parse(tuning_table);
   tuning.set_frozen(true);
-  state_->n_shapes = tuning.size();
+  state_->n_shapes = tuning.size() - tuning.n_fused();
   state_->backend->install_gemm_tuning(std::move(tuning));
 }
 

@@ -152,7 +152,8 @@ void GpuPreparation::compile_forwards() {
   s.counts.n_tuned += s.backend->gemm_tuning().n_timed() - timed_before;
   s.counts.n_compiled = s.backend->kernel_cache().n_builds();
   s.counts.n_reused = s.backend->kernel_cache().n_hits();
-  s.counts.n_shapes = std::int64_t(s.backend->gemm_tuning().size());
+  s.counts.n_fused = std::int64_t(s.backend->gemm_tuning().n_fused());
+  s.counts.n_shapes = std::int64_t(s.backend->gemm_tuning().size()) - s.counts.n_fused;
 }
 
 void GpuPreparation::capture_graphs() {

@@ -372,6 +372,15 @@ TEST(GemmTuning, StreamSwigluOnlyWhereItRuns) {
     EXPECT_EQ(back.find(swiglu_key(64, 28672, 4096))->variant, v);
     EXPECT_EQ(back.find(key(64, 28672, 4096))->kind, GemmKind::cublaslt);
   }
+  {
+    GemmTuning t;
+    t.insert(key(64, 28672, 4096), choice(1));
+    t.insert(swiglu_key(64, 28672, 4096), stream_swiglu(0));
+    t.insert(key(64, 4096, 14336), choice(2));
+    t.insert(into_norm_key(64, 4096, 14336), split_partials(2));
+    EXPECT_EQ(t.size(), 4u);
+    EXPECT_EQ(t.n_fused(), 2u) << "two GEMM shapes, each with a fused operation's choice";
+  }
   EXPECT_NO_THROW(GemmTuning::parse(one(swiglu_key(64, 28672, 4096), choice(5)))) << "plain may win a swiglu race";
   EXPECT_NO_THROW(GemmTuning::parse(one(swiglu_key(1, 28672, 4096), skinny(2)))) << "and so may a skinny kernel";
   EXPECT_NE(parse_error(one(key(64, 28672, 4096), stream_swiglu(0))).find("cannot run"), std::string::npos);
