@@ -30,23 +30,7 @@ namespace {
 
 using namespace gpu_testing;
 
-class CudaStreamGemm : public GemmVersusCpuTest {
- protected:
-  void SetUp() override {
-    GemmVersusCpuTest::SetUp();
-    if (!gpu_) return;  // skipped
-    if (!cuda::StreamGemm::available(gpu_->device())) GTEST_SKIP() << "the stream GEMM runs on sm_90 only";
-    load_tile_modules(cuda::k_stream_gemm_source, "STREAM_N", cuda::StreamGemm::k_tiles, gpu_->device().arch() + "a");
-    stream_ = make_stream();
-  }
-
-  std::unique_ptr<cuda::StreamGemm> make_stream() {
-    return std::make_unique<cuda::StreamGemm>(
-        [this](const std::string& entry, int tile) { return tile_function(entry, tile); }, false);
-  }
-
-  std::unique_ptr<cuda::StreamGemm> stream_;
-};
+using CudaStreamGemm = StreamGemmVersusCpuTest;
 
 TEST_F(CudaStreamGemm, EveryVariantMatchesTheCpu) {
   const int n_runs = compare_every_variant_with_the_cpu(

@@ -25,30 +25,8 @@ namespace {
 
 using namespace gpu_testing;
 
-class CudaSwigluFusion : public GemmVersusCpuTest {
+class CudaSwigluFusion : public StreamGemmVersusCpuTest {
  protected:
-  void SetUp() override {
-    GemmVersusCpuTest::SetUp();
-    if (!gpu_) return;  // skipped
-    if (!cuda::StreamGemm::available(gpu_->device())) GTEST_SKIP() << "the stream GEMM runs on sm_90 only";
-    load_tile_modules(cuda::k_stream_gemm_source, "STREAM_N", cuda::StreamGemm::k_tiles, gpu_->device().arch() + "a");
-    stream_ = std::make_unique<cuda::StreamGemm>(
-        [this](const std::string& entry, int tile) { return tile_function(entry, tile); }, false);
-  }
-
-  static cuda::GemmOperands operands(const Tensor& x, const Tensor& w, const Tensor& out) {
-    return {.x = CUdeviceptr(x.data),
-            .x_stride = x.stride,
-            .w = CUdeviceptr(w.data),
-            .w_stride = w.stride,
-            .out = CUdeviceptr(out.data),
-            .out_stride = out.stride,
-            .out_dtype = out.dtype,
-            .m = x.rows,
-            .n = w.rows,
-            .k = w.cols};
-  }
-
   // The CPU's linear then swiglu of x [m, k] and the gate_up weight [2 x inter, k] (dense copies).
   std::vector<float> cpu_linear_swiglu(const std::vector<std::uint16_t>& x, const std::vector<std::uint16_t>& w,
                                        std::int64_t m, std::int64_t inter, std::int64_t k) {
@@ -57,8 +35,6 @@ class CudaSwigluFusion : public GemmVersusCpuTest {
     cpu_.linear_swiglu(cx.t, cw.t, gate_up.t, out.t);
     return host_values(out);
   }
-
-  std::unique_ptr<cuda::StreamGemm> stream_;
 };
 
 TEST_F(CudaSwigluFusion, EveryVariantWritesThePlainKernelsBits) {
@@ -75,14 +51,14 @@ TEST_F(CudaSwigluFusion, EveryVariantWritesThePlainKernelsBits) {
           const Matrix gate_up = poisoned_out(DType::bf16, m, 2 * inter, 2 * inter);
           const Matrix plain = poisoned_out(DType::bf16, m, inter, inter + 5);
           const Matrix fused = poisoned_out(DType::bf16, m, inter, inter + 5);
-          if (!stream_->takes_swiglu(operands(gx.t, gw.t, fused.t), v)) {
+          if (!stream_->takes_swiglu(operands(gx, gw, nullptr, fused), v)) {
             EXPECT_GT(k_stream_gemm_splits[std::size_t(v)], (k + 63) / 64)
                 << label << ": only more splits than k blocks are refused";
             continue;
           }
-          ASSERT_TRUE(stream_->enqueue(operands(gx.t, gw.t, gate_up.t), v, gpu_->stream())) << label;
+          ASSERT_TRUE(stream_->enqueue(operands(gx, gw, nullptr, gate_up), v, gpu_->stream())) << label;
           gpu_->swiglu(gate_up.t, plain.t);
-          ASSERT_TRUE(stream_->enqueue_swiglu(operands(gx.t, gw.t, fused.t), v, gpu_->stream())) << label;
+          ASSERT_TRUE(stream_->enqueue_swiglu(operands(gx, gw, nullptr, fused), v, gpu_->stream())) << label;
           const std::vector<float> want = out_values(plain, label + " plain");
           const std::vector<float> got = out_values(fused, label + " fused");
           EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)

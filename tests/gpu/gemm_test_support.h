@@ -27,6 +27,7 @@
 #include "helios/cuda/kernel_sources.h"
 #include "helios/cuda/nvrtc.h"
 #include "helios/cuda/gemm_runner.h"
+#include "helios/cuda/stream_gemm.h"
 
 namespace flare::helios::gpu_testing {
 
@@ -229,6 +230,26 @@ class GemmVersusCpuTest : public BackendVersusCpuTest {
             .out_dtype = out.t.dtype, .m = x.t.rows, .n = w.t.rows, .k = w.t.cols};
   }
 
+};
+
+// The streaming GEMM's tests: its modules built by the test for sm_90a, and a StreamGemm over them
+// (no dependent launch); skipped on other GPUs.
+class StreamGemmVersusCpuTest : public GemmVersusCpuTest {
+ protected:
+  void SetUp() override {
+    GemmVersusCpuTest::SetUp();
+    if (!gpu_) return;  // skipped
+    if (!cuda::StreamGemm::available(gpu_->device())) GTEST_SKIP() << "the stream GEMM runs on sm_90 only";
+    load_tile_modules(cuda::k_stream_gemm_source, "STREAM_N", cuda::StreamGemm::k_tiles, gpu_->device().arch() + "a");
+    stream_ = make_stream();
+  }
+
+  std::unique_ptr<cuda::StreamGemm> make_stream() {
+    return std::make_unique<cuda::StreamGemm>(
+        [this](const std::string& entry, int tile) { return tile_function(entry, tile); }, false);
+  }
+
+  std::unique_ptr<cuda::StreamGemm> stream_;
 };
 
 }  // namespace flare::helios::gpu_testing

@@ -358,17 +358,7 @@ void CudaBackend::rms_norm(const Tensor& x, Tensor* residual, const Tensor& weig
 
 void CudaBackend::linear_residual_rms_norm(const Tensor& x, const Tensor& weight, Tensor delta, Tensor residual,
                                            const Tensor& norm_weight, float eps, Tensor out) {
-  const GemmOperands op{.x = address(x),
-                        .x_stride = x.stride,
-                        .w = address(weight),
-                        .w_stride = weight.stride,
-                        .w_dtype = weight.dtype,
-                        .out = address(delta),
-                        .out_stride = delta.stride,
-                        .out_dtype = delta.dtype,
-                        .m = x.rows,
-                        .n = weight.rows,
-                        .k = weight.cols};
+  const GemmOperands op = gemm_operands(x, weight, delta);
   const bool fusable = gemm_ && x.rows > 0 && x.dtype == DType::bf16 && GemmRunner::split_takes(op) &&
                        residual.dtype == DType::bf16 && out.dtype == DType::bf16 && norm_weight.dtype == DType::f32 &&
                        x.cols == weight.cols && norm_weight.rows * norm_weight.cols == weight.rows &&
@@ -520,18 +510,8 @@ void CudaBackend::swiglu(const Tensor& gate_up, Tensor out) {
 }
 
 void CudaBackend::linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) {
-  const GemmOperands op{.x = address(x),
-                        .x_stride = x.stride,
-                        .w = address(weight),
-                        .w_stride = weight.stride,
-                        .w_dtype = weight.dtype,
-                        .out = address(gate_up),
-                        .out_stride = gate_up.stride,
-                        .out_dtype = gate_up.dtype,
-                        .m = x.rows,
-                        .n = weight.rows,
-                        .k = weight.cols};
-  const bool fusable = gemm_ && gemm_->has_stream_gemm() && x.rows > 0 && x.dtype == DType::bf16 &&
+  const GemmOperands op = gemm_operands(x, weight, gate_up);
+  const bool fusable = gemm_ && x.rows > 0 && x.dtype == DType::bf16 &&
                        GemmRunner::swiglu_takes(op) && out.dtype == DType::bf16 && x.cols == weight.cols &&
                        gate_up.rows == x.rows && gate_up.cols == weight.rows && out.rows == x.rows &&
                        2 * out.cols == weight.rows;

@@ -190,6 +190,8 @@ class CudaBackend final : public Backend {
   // After cuBLASLt loaded (cublaslt_) and the GEMM modules were precompiled.
   void init_gemm(const std::filesystem::path& kernel_cache_dir);
   bool linear_cublaslt(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out);
+  // The GEMM runner's operands for out = x @ weight^T (no bias).
+  static GemmOperands gemm_operands(const Tensor& x, const Tensor& weight, const Tensor& out);
   // out += bias (f32 [n]) for a GEMM whose kernel left the bias to the caller.
   void add_bias(const Tensor& out, CUdeviceptr bias);
   // Sizes the GEMM runner's FP8 activation scratch for m rows; a move bumps graph_generation_.

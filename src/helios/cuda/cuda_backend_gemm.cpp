@@ -50,19 +50,24 @@ void CudaBackend::install_gemm_tuning(GemmTuning tuning) {
   if (gemm_) gemm_->clear_plans();
 }
 
+GemmOperands CudaBackend::gemm_operands(const Tensor& x, const Tensor& weight, const Tensor& out) {
+  return {.x = address(x),
+          .x_stride = x.stride,
+          .w = address(weight),
+          .w_stride = weight.stride,
+          .w_dtype = weight.dtype,
+          .out = address(out),
+          .out_stride = out.stride,
+          .out_dtype = out.dtype,
+          .m = x.rows,
+          .n = weight.rows,
+          .k = weight.cols};
+}
+
 bool CudaBackend::linear_cublaslt(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
   if (!gemm_ || x.rows == 0) return false;
-  const GemmOperands op{.x = CUdeviceptr(x.data),
-                        .x_stride = x.stride,
-                        .w = CUdeviceptr(weight.data),
-                        .w_stride = weight.stride,
-                        .bias = bias ? CUdeviceptr(bias->data) : 0,
-                        .out = CUdeviceptr(out.data),
-                        .out_stride = out.stride,
-                        .out_dtype = out.dtype,
-                        .m = x.rows,
-                        .n = weight.rows,
-                        .k = weight.cols};
+  GemmOperands op = gemm_operands(x, weight, out);
+  op.bias = bias ? address(*bias) : 0;
   const GemmResult result = gemm_->run(op, gemm_tuning_);
   if (result == GemmResult::unsupported) return false;
   if (result == GemmResult::bias_pending) add_bias(out, op.bias);

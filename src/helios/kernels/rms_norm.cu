@@ -87,8 +87,8 @@ __device__ __forceinline__ void flare_load_chunks(uint4 (&dst)[k_vec_chunks], co
   }
 }
 
-// The norm weight's f32 values for the same chunks, eight a chunk.
-__device__ __forceinline__ void flare_load_weight_chunks(float4 (&lo)[k_vec_chunks], float4 (&hi)[k_vec_chunks],
+// F32 values for the same chunks, eight a chunk (the norm weight, a split-K partial row).
+__device__ __forceinline__ void flare_load_f32_chunks(float4 (&lo)[k_vec_chunks], float4 (&hi)[k_vec_chunks],
                                                          const float4* w4, int n_chunks) {
 #pragma unroll
   for (int i = 0; i < k_vec_chunks; ++i) {
@@ -148,7 +148,7 @@ flare_rms_norm_vec(const __nv_bfloat16* x, long long x_stride,          // [rows
   // Every load first, so they are in flight together.
   flare_load_chunks(chunk, xr, n_chunks);
   if (rr) flare_load_chunks(res, rr, n_chunks);
-  flare_load_weight_chunks(w_lo, w_hi, w4, n_chunks);
+  flare_load_f32_chunks(w_lo, w_hi, w4, n_chunks);
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < k_vec_chunks; ++i) {
@@ -217,14 +217,7 @@ flare_rms_norm_partials(const float* partials, long long part_stride, int n_part
   for (int p = 0; p < n_parts; ++p) {
     const float4* part = reinterpret_cast<const float4*>(first + p * part_stride);
     float4 lo[k_vec_chunks], hi[k_vec_chunks];
-#pragma unroll
-    for (int i = 0; i < k_vec_chunks; ++i) {
-      const int j = threadIdx.x + i * blockDim.x;
-      if (j < n_chunks) {
-        lo[i] = part[2 * j];
-        hi[i] = part[2 * j + 1];
-      }
-    }
+    flare_load_f32_chunks(lo, hi, part, n_chunks);
 #pragma unroll
     for (int i = 0; i < k_vec_chunks; ++i) {
       const float v[8] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w, hi[i].x, hi[i].y, hi[i].z, hi[i].w};
@@ -246,7 +239,7 @@ flare_rms_norm_partials(const float* partials, long long part_stride, int n_part
   }
   // The weight's loads go out before the block's reduction, whose barrier hides their latency.
   float4 w_lo[k_vec_chunks], w_hi[k_vec_chunks];
-  flare_load_weight_chunks(w_lo, w_hi, w4, n_chunks);
+  flare_load_f32_chunks(w_lo, w_hi, w4, n_chunks);
   const float inv = 1.0f / sqrtf(flare_block_sum_any(sum) / float(cols) + eps);
   flare_store_normed(chunk, w_lo, w_hi, inv, reinterpret_cast<uint4*>(out + row * out_stride), n_chunks);
 }
