@@ -1,36 +1,66 @@
 #include "bench/model_costs.h"
 
+#include <algorithm>
+
+#include "helios/history.h"
+#include "model/architecture.h"
+
 namespace flare::bench {
 namespace {
 
-// Parameters of one layer's matrices (q, k, v, o, gate, up, down).
-double layer_matrix_parameters(const model::ModelSpec& s) {
-  const double h = s.hidden_size, q = s.q_width(), kv = s.kv_width(), inter = s.intermediate_size;
-  return h * (q + 2 * kv) + q * h + 3 * h * inter;
+using model::WeightKind;
+
+// Elements of every layer's projection matrices: what a token multiplies by in the layers.
+double layer_matrix_parameters(const model::WeightTable& table) {
+  double n = 0;
+  for (const model::WeightGroup& group : table.groups) {
+    for (const model::WeightEntry& entry : group.entries) {
+      if (entry.kind == WeightKind::projection) n += double(entry.n_elements());
+    }
+  }
+  return n;
+}
+
+// The output head's elements (the embedding's, when tied).
+double head_parameters(const model::WeightTable& table) {
+  const model::WeightEntry* head = table.find("lm_head");
+  if (!head && table.aliases.contains("lm_head")) head = table.find(table.aliases.at("lm_head"));
+  return head ? double(head->n_elements()) : 0.0;
 }
 
 }  // namespace
 
 double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices) {
-  const double h = s.hidden_size, q = s.q_width(), kv = s.kv_width();
+  const model::WeightTable table = model::architecture_of(s).weight_table(s);
   // FP8 matrices: a byte per weight and an f32 scale per 128 x 128 block.
   const double per_weight = matrices == helios::DType::f8_e4m3 ? 1.0 + 4.0 / (128 * 128) : 2.0;
-  double layer = per_weight * layer_matrix_parameters(s) + 4.0 * 2 * h;  // two norms f32
-  if (s.qkv_bias) layer += 4.0 * (q + 2 * kv);
-  if (s.o_bias) layer += 4.0 * h;
-  if (s.qk_norm) layer += 4.0 * 2 * s.head_dim;
-  return layer * s.n_layers + 4.0 * h + 2.0 * double(s.vocab_size) * h;
+  double vectors = 0;
+  for (const model::WeightGroup& group : table.groups) {
+    for (const model::WeightEntry& entry : group.entries) {
+      if (entry.kind == WeightKind::vector) vectors += 4.0 * double(entry.n_elements());
+    }
+  }
+  return per_weight * layer_matrix_parameters(table) + vectors + 2.0 * head_parameters(table);
 }
 
 double kv_bytes_per_token(const model::ModelSpec& s, helios::DType kv_dtype) {
-  return 2.0 * double(s.kv_width()) * double(helios::dtype_size_bytes(kv_dtype)) * s.n_layers;
+  return double(helios::history_bytes_per_token(model::architecture_of(s).history(s), kv_dtype));
+}
+
+double kv_bytes_read(const model::ModelSpec& s, std::int32_t layer, std::int64_t context, helios::DType kv_dtype) {
+  const std::vector<helios::HistorySpec> history = model::architecture_of(s).history(s);
+  const auto& kv = std::get<helios::PagedKvSpec>(history.at(std::size_t(layer)));
+  const std::int64_t visible = kv.sliding_window > 0 ? std::min<std::int64_t>(context, kv.sliding_window) : context;
+  return double(visible) * double(kv.n_kv_heads) * double(kv.k_dim + kv.v_dim) *
+         double(helios::dtype_size_bytes(kv_dtype));
 }
 
 double prefill_flops(const model::ModelSpec& s, std::int64_t n_tokens, std::int64_t n_logits) {
+  const model::WeightTable table = model::architecture_of(s).weight_table(s);
   const double n = double(n_tokens);
-  const double linear = 2.0 * layer_matrix_parameters(s) * n * s.n_layers;
+  const double linear = 2.0 * layer_matrix_parameters(table) * n;
   const double attention = 4.0 * s.n_heads * s.head_dim * (n * (n + 1) / 2) * s.n_layers;
-  const double head = 2.0 * double(n_logits) * s.hidden_size * double(s.vocab_size);
+  const double head = 2.0 * double(n_logits) * head_parameters(table);
   return linear + attention + head;
 }
 

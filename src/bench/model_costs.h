@@ -1,6 +1,6 @@
-// What a dense decoder step costs in bytes and FLOPs, from the model spec alone: the figures the
-// benchmark divides by measured device rates to get bounds. Counts follow the prepared layout
-// (model.h): BF16 matrices (q/k/v fused, gate/up fused), F32 norm weights and biases.
+// What a step costs in bytes and FLOPs, from the model spec alone: the figures the benchmark
+// divides by measured device rates to get bounds. Counts follow the architecture's weight table
+// (BF16 matrices, F32 norm weights and biases) and its history specs.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +18,12 @@ double decode_weight_bytes(const model::ModelSpec& spec, helios::DType matrices 
 
 // K and V bytes of one cached token over all layers.
 double kv_bytes_per_token(const model::ModelSpec& spec, helios::DType kv_dtype);
+// K and V bytes one decode row's attention in `layer` reads at `context` positions: only its
+// window's on a sliding-window layer.
+double kv_bytes_read(const model::ModelSpec& spec, std::int32_t layer, std::int64_t context, helios::DType kv_dtype);
 
 // FLOPs of one prefill row of `n_tokens` from position 0 with `n_logits` logits rows: 2 x (layer
-// matrix parameters) x tokens, plus causal attention (QK^T and PV over each token's visible
+// projection parameters) x tokens, plus causal attention (QK^T and PV over each token's visible
 // positions: 4 x n_heads x head_dim x n(n+1)/2 per layer), plus the output head for the logits rows.
 double prefill_flops(const model::ModelSpec& spec, std::int64_t n_tokens, std::int64_t n_logits = 1);
 

@@ -5,7 +5,6 @@
 #include <exception>
 
 #include "common/error.h"
-#include "helios/decode_padding.h"
 
 namespace flare::engine {
 
@@ -46,7 +45,7 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
   // graphs, so the first steps allocate nothing (a no-op where flare run reserved it already).
   backend_->reserve_sampling(options_.max_concurrency, vocab_size());
   graph_buckets_.clear();
-  model_->drop_decode_graphs();
+  model_->drop_graphs();
   if (!options_.cuda_graphs || !backend_->supports_graphs() || buckets.empty()) return 0;
   std::vector<std::int32_t> sorted = buckets;
   std::sort(sorted.begin(), sorted.end());
@@ -77,11 +76,9 @@ void ModelStepRunner::run(const helios::Step& step, std::span<const helios::Page
                           StepResults& out) {
   sampling_plan_validate(plan, step.n_logit_rows());
   if (!copies.empty()) backend_->kv_copy_pages(cache_, copies);
-  const std::int32_t bucket = helios::decode_bucket_for(step, graph_buckets_);
-  // The real rows come first; the padding rows' logits stay on the device, never read.
-  const helios::Tensor logits = bucket > step.n_rows()
-                                    ? model_->forward_logits(helios::step_pad_decode(step, bucket, scratch_page_), cache_)
-                                    : model_->forward_logits(step, cache_);
+  // The executor pads a decode step up to the smallest captured bucket; the logits of its real rows
+  // come first.
+  const helios::Tensor logits = model_->forward_logits(step, cache_);
   out.sampled.clear();
   out.sampled.reserve(plan.sampled_rows.size());
   sampling_plan_runs(plan.sampled_rows, [&](std::int32_t first, std::int32_t n, std::size_t offset) {

@@ -198,7 +198,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
           return pkg->payload_bytes(id->second);
         },
         [&](std::uint64_t n) { stage.advance(n); });
-    model::Weights weights = model::weights_from_prepared(spec, lookup, *backend);
+    model::LoadedWeights weights = model::weights_from_prepared(spec, lookup, *backend);
     loaded = std::make_unique<model::Model>(spec, *backend, std::move(weights));
     stage.ok(fmt::format("{} tensors, {}", manifest.tensors_size(), format_bytes(weight_bytes)));
   }

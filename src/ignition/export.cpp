@@ -16,6 +16,8 @@
 #include "ignition/resolve.h"
 #include "ignition/signing_identity.h"
 #include "ignition/weight_reuse.h"
+#include "helios/history.h"
+#include "model/architecture.h"
 #include "model/prepared_views.h"
 #include "model/prepared_weights.h"
 #include "model/spec.h"
@@ -84,13 +86,6 @@ std::vector<std::byte> read_file_bytes(const fs::path& path) {
   std::vector<std::byte> bytes(chars.size());
   std::memcpy(bytes.data(), chars.data(), chars.size());
   return bytes;
-}
-
-std::uint64_t prepared_weight_bytes(const model::ModelSpec& spec) {
-  const std::uint64_t h = spec.hidden_size, q = spec.q_width(), kv = spec.kv_width(), i = spec.intermediate_size;
-  const std::uint64_t per_layer = 2 * ((q + 2 * kv) * h + h * q + 2 * i * h + h * i) + 4 * (2 * h + q + 2 * kv);
-  const std::uint64_t embedding = 2ull * spec.vocab_size * h * (spec.tie_word_embeddings ? 1 : 2);
-  return per_layer * spec.n_layers + embedding;
 }
 
 struct Phase {
@@ -180,16 +175,18 @@ int run_export(const ExportOptions& options) {
          resolved.checkpoint_dir.string());
   const std::int64_t context = recipe.context_ceiling ? std::min<std::int64_t>(*recipe.context_ceiling, spec.max_position_embeddings)
                                                       : spec.max_position_embeddings;
-  const std::uint64_t kv_bytes_per_token = 2ull * spec.n_layers * spec.kv_width() * 2;  // K and V, BF16
+  const model::Architecture& architecture = model::architecture_of(spec);
+  const std::uint64_t kv_bytes_per_token = helios::history_bytes_per_token(architecture.history(spec), helios::DType::bf16);
   std::fprintf(stderr, "Settings: max concurrency %lld, prefill chunk %d tokens, context %s tokens, KV pages of %d tokens (BF16)\n",
                static_cast<long long>(max_concurrency), prefill_chunk, format_count(static_cast<std::uint64_t>(context)).c_str(),
                recipe.page_size_tokens);
 
   // Memory plan, before any weight is read.
   MemoryDemand demand;
-  demand.weight_bytes = prepared_weight_bytes(spec);
-  demand.scratch_bytes = static_cast<std::uint64_t>(prefill_chunk) * (spec.hidden_size * 8ull + spec.intermediate_size * 12ull) +
-                         static_cast<std::uint64_t>(max_concurrency) * spec.vocab_size * 4ull;
+  demand.weight_bytes = architecture.weight_table(spec).prepared_bytes();
+  // The activations of the largest step (a prefill chunk beside a decode row per slot), as BF16.
+  const auto step_rows = static_cast<std::int32_t>(max_concurrency) + 1;
+  demand.scratch_bytes = model::arena_bytes(spec, helios::DType::bf16, {prefill_chunk + step_rows, step_rows, step_rows});
   demand.kv_bytes_per_token = kv_bytes_per_token;
   demand.max_concurrency = static_cast<std::int32_t>(max_concurrency);
   demand.min_tokens_per_request = static_cast<std::int32_t>(std::min<std::int64_t>(kMinTokensPerRequest, context));
@@ -334,7 +331,7 @@ int run_export(const ExportOptions& options) {
   if (gpu) manifest.set_kernel_compiler(gpu->compiler());
   manifest.set_kv_page_tokens(static_cast<std::uint32_t>(recipe.page_size_tokens));
   manifest.set_kv_cache_dtype("BF16");
-  manifest.set_history_kinds("attention");
+  manifest.set_history_kinds(helios::history_kinds(architecture.history(spec)));
   manifest.set_serving_reserve_bytes(config.memory.reserve_bytes.value_or(0));
   {
     std::ifstream in(resolved.checkpoint_dir / "config.json", std::ios::binary);

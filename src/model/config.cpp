@@ -1,13 +1,14 @@
-// config.json -> ModelSpec (see spec.h): the fields every dense family shares, the rope settings in
+// config.json -> ModelSpec (see spec.h): the fields every architecture shares, the rope settings in
 // both styles found in the wild (top-level rope_theta / rope_scaling, and transformers 5's
-// rope_parameters), then the family's own fields through the registry (families/family.h).
+// rope_parameters), then the architecture's own fields through the registry (architecture.h).
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "model/families/family.h"
+#include "model/architecture.h"
+#include "model/architectures/config_context.h"
 #include "model/spec.h"
 
 namespace flare::model {
@@ -73,7 +74,8 @@ RopeType rope_type_parse(const ConfigContext& rope, std::string_view key) {
   rope.reject(key, fmt::format("rope type \"{}\" is not supported (default, linear, dynamic, yarn, llama3)", name));
 }
 
-// Reads one rope dict (rope_scaling or rope_parameters); `origin` names it in errors.
+}  // namespace
+
 void rope_parse(const nlohmann::json& dict, const std::string& origin, RopeSpec& rope) {
   if (!dict.is_object()) fail(ExitCode::preparation, "{}: must be an object", origin);
   const ConfigContext r{dict, origin};
@@ -105,9 +107,13 @@ void rope_parse(const nlohmann::json& dict, const std::string& origin, RopeSpec&
   }
 }
 
+namespace {
+
 void rope_parse_config(const ConfigContext& c, RopeSpec& rope) {
   rope.theta = c.get_number("rope_theta", 10000.0);
-  if (c.has("rope_parameters")) {
+  if (c.has("rope_parameters") && c.json.at("rope_parameters").contains("full_attention")) {
+    // Per layer type (transformers 5's Gemma 3): the architecture reads it.
+  } else if (c.has("rope_parameters")) {
     rope_parse(c.json.at("rope_parameters"), fmt::format("{}: rope_parameters", c.origin), rope);
   } else if (c.has("rope_scaling")) {
     rope_parse(c.json.at("rope_scaling"), fmt::format("{}: rope_scaling", c.origin), rope);
@@ -227,10 +233,16 @@ void shared_parse(const ConfigContext& c, ModelSpec& spec) {
   spec.rms_norm_eps = float(c.get_number("rms_norm_eps", 1e-6));
   if (!(spec.rms_norm_eps > 0)) c.reject("rms_norm_eps", "must be > 0");
   spec.tie_word_embeddings = c.get_bool("tie_word_embeddings", false);
-  if (c.has("hidden_act")) {
-    const auto& act = c.json.at("hidden_act");
-    if (!act.is_string() || (act != "silu" && act != "swish")) {
-      c.reject("hidden_act", fmt::format("activation {} is not supported (silu)", act.dump()));
+  spec.layers.assign(std::size_t(spec.n_layers), LayerSpec{});
+  for (const std::string_view key : {"hidden_act", "hidden_activation"}) {
+    if (!c.has(key)) continue;
+    const auto& act = c.json.at(std::string(key));
+    if (act == "silu" || act == "swish") {
+      spec.activation = Activation::silu;
+    } else if (act == "gelu_pytorch_tanh") {
+      spec.activation = Activation::gelu_tanh;
+    } else {
+      c.reject(key, fmt::format("activation {} is not supported (silu, gelu_pytorch_tanh)", act.dump()));
     }
   }
   rope_parse_config(c, spec.rope);
@@ -238,17 +250,6 @@ void shared_parse(const ConfigContext& c, ModelSpec& spec) {
 }
 
 }  // namespace
-
-std::int64_t ModelSpec::n_parameters() const {
-  const std::int64_t h = hidden_size, q = q_width(), kv = kv_width(), i = intermediate_size;
-  std::int64_t layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h;
-  if (qkv_bias) layer += q + 2 * kv;
-  if (o_bias) layer += h;
-  if (qk_norm) layer += 2 * head_dim;
-  std::int64_t total = layer * n_layers + std::int64_t(vocab_size) * h + h;
-  if (!tie_word_embeddings) total += std::int64_t(vocab_size) * h;
-  return total;
-}
 
 ModelSpec model_spec_parse(std::string_view text, std::string_view origin) {
   nlohmann::json json;
@@ -265,13 +266,13 @@ ModelSpec model_spec_parse(std::string_view text, std::string_view origin) {
     c.reject("architectures", "must list exactly one architecture");
   }
   spec.architecture = json.at("architectures")[0].get<std::string>();
-  const Family* family = family_find(spec.architecture);
-  if (!family) {
+  const Architecture* architecture = architecture_find(spec.architecture);
+  if (!architecture) {
     c.reject("architectures", fmt::format("architecture \"{}\" is not supported (supported: {})", spec.architecture,
-                                          family_list()));
+                                          architecture_list()));
   }
   shared_parse(c, spec);
-  family->configure(c, spec);
+  architecture->configure(c, spec);
   return spec;
 }
 

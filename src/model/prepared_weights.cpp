@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "model/architecture.h"
 #include "model/checkpoint.h"
 #include "model/fp8_matrix.h"
 
@@ -28,22 +29,21 @@ struct GroupBuilder {
 
   // A matrix from its row-stacked parts: FP8 as stored (with its scales) when every part is FP8 and
   // their scales stack (fp8_stack), else BF16.
-  void matrix(std::string name, const std::vector<std::string>& sources, const std::vector<std::int64_t>& rows,
-              std::int64_t cols) {
+  void matrix(std::string name, const std::vector<WeightSource>& sources, std::int64_t cols) {
     bool all_fp8 = true;
-    for (const std::string& source : sources) all_fp8 = all_fp8 && ckpt.is_fp8(source);
+    for (const WeightSource& source : sources) all_fp8 = all_fp8 && ckpt.is_fp8(source.name);
     if (all_fp8) {
       std::vector<Fp8Matrix> parts;
-      for (std::size_t i = 0; i < sources.size(); ++i) parts.push_back(ckpt.read_fp8(sources[i], {rows[i], cols}));
+      for (const WeightSource& source : sources) parts.push_back(ckpt.read_fp8(source.name, {source.rows, cols}));
       Fp8Matrix stacked;
       if (fp8_stack(parts, stacked)) return fp8_matrix(std::move(name), stacked);
     }
     std::vector<std::uint16_t> data;
     std::int64_t n_rows = 0;
-    for (std::size_t i = 0; i < sources.size(); ++i) {
-      const auto part = ckpt.read_bf16(sources[i], {rows[i], cols});
+    for (const WeightSource& source : sources) {
+      const auto part = ckpt.read_bf16(source.name, {source.rows, cols});
       data.insert(data.end(), part.begin(), part.end());
-      n_rows += rows[i];
+      n_rows += source.rows;
     }
     group.tensors.push_back({std::move(name), DType::bf16, {n_rows, cols}, to_bytes(data)});
   }
@@ -59,57 +59,35 @@ struct GroupBuilder {
     group.tensors.push_back({std::move(name), DType::f8_e4m3, {m.rows, m.cols}, std::move(values)});
   }
 
-  void vector(std::string name, const std::vector<std::string>& sources, const std::vector<std::int64_t>& sizes) {
+  void vector(std::string name, const std::vector<WeightSource>& sources, WeightTransform transform) {
     std::vector<float> data;
-    for (std::size_t i = 0; i < sources.size(); ++i) {
-      const auto part = ckpt.read_f32(sources[i], {sizes[i]});
+    for (const WeightSource& source : sources) {
+      const auto part = ckpt.read_f32(source.name, {source.rows});
       data.insert(data.end(), part.begin(), part.end());
+    }
+    if (transform == WeightTransform::plus_one) {
+      for (float& value : data) value = 1.0f + value;
     }
     const auto n = static_cast<std::int64_t>(data.size());
     group.tensors.push_back({std::move(name), DType::f32, {n}, to_bytes(data)});
   }
 };
 
-// The prepared tensors of one layer, in the order the runtime expects them.
-struct LayerShapes {
-  std::int64_t h, q, kv, inter, head_dim;
-};
-
-LayerShapes layer_shapes(const ModelSpec& spec) {
-  return {spec.hidden_size, spec.q_width(), spec.kv_width(), spec.intermediate_size, spec.head_dim};
-}
-
 }  // namespace
 
 void prepare_weights(const ModelSpec& spec, const std::filesystem::path& checkpoint_dir,
                      const std::function<void(PreparedGroup&&)>& sink) {
   const Checkpoint ckpt = Checkpoint::open(checkpoint_dir, spec.quantization);
-  const WeightNames& n = spec.names;
-  const std::int64_t vocab = spec.vocab_size, h = spec.hidden_size;
-  {
-    GroupBuilder embedding{ckpt, {"weights/embedding", {}}};
-    embedding.matrix("embed", {n.embed}, {vocab}, h);
-    embedding.vector("final_norm", {n.final_norm}, {h});
-    if (!spec.tie_word_embeddings) embedding.matrix("lm_head", {n.lm_head}, {vocab}, h);
-    sink(std::move(embedding.group));
-  }
-  const LayerShapes s = layer_shapes(spec);
-  for (std::int32_t layer = 0; layer < spec.n_layers; ++layer) {
-    const std::string p = fmt::format(fmt::runtime(n.layer), layer);
-    const std::string t = fmt::format("layers.{}.", layer);
-    GroupBuilder b{ckpt, {fmt::format("weights/layer-{:03}", layer), {}}};
-    b.vector(t + "input_norm", {p + n.input_norm}, {s.h});
-    b.matrix(t + "qkv", {p + n.q + ".weight", p + n.k + ".weight", p + n.v + ".weight"}, {s.q, s.kv, s.kv}, s.h);
-    if (spec.qkv_bias) b.vector(t + "qkv_bias", {p + n.q + ".bias", p + n.k + ".bias", p + n.v + ".bias"}, {s.q, s.kv, s.kv});
-    b.matrix(t + "o", {p + n.o + ".weight"}, {s.h}, s.q);
-    if (spec.o_bias) b.vector(t + "o_bias", {p + n.o + ".bias"}, {s.h});
-    if (spec.qk_norm) {
-      b.vector(t + "q_norm", {p + n.q_norm}, {s.head_dim});
-      b.vector(t + "k_norm", {p + n.k_norm}, {s.head_dim});
+  const WeightTable table = architecture_of(spec).weight_table(spec);
+  for (const WeightGroup& group : table.groups) {
+    GroupBuilder b{ckpt, {group.payload_name, {}}};
+    for (const WeightEntry& entry : group.entries) {
+      if (entry.kind == WeightKind::vector) {
+        b.vector(entry.name, entry.sources, entry.transform);
+      } else {
+        b.matrix(entry.name, entry.sources, entry.cols);
+      }
     }
-    b.vector(t + "post_norm", {p + n.post_norm}, {s.h});
-    b.matrix(t + "gate_up", {p + n.gate, p + n.up}, {s.inter, s.inter}, s.h);
-    b.matrix(t + "down", {p + n.down}, {s.h}, s.inter);
     sink(std::move(b.group));
   }
 }
@@ -119,20 +97,20 @@ namespace {
 struct RuntimeLoader {
   const PreparedLookup& lookup;
   helios::Backend& backend;
-  Weights& weights;
+  LoadedWeights& weights;
   std::int64_t max_fp8_cols = 0;  // the largest k of the matrices kept as FP8
 
   helios::Tensor upload(std::span<const std::byte> bytes, DType dtype, std::int64_t rows, std::int64_t cols) {
     auto buffer = backend.allocate(bytes.size());
     backend.upload(*buffer, 0, bytes.data(), bytes.size());
     helios::Tensor tensor = helios::Tensor::of(*buffer, dtype, rows, cols);
-    weights.buffers.push_back(std::move(buffer));
+    weights.own(std::move(buffer));
     return tensor;
   }
 
   // A projection matrix [rows, cols]: BF16, or FP8 with block scales. A backend that keeps FP8
   // weights gets them as stored; another gets them dequantized to BF16, as a BF16 package holds them.
-  helios::Tensor matrix(const std::string& name, std::int64_t rows, std::int64_t cols, helios::WeightScales& scales) {
+  helios::Tensor matrix(const std::string& name, std::int64_t rows, std::int64_t cols, helios::QuantizedWeight& scales) {
     PreparedTensorRef ref;
     if (!lookup(name, ref)) fail_input("package weights: tensor '{}' is missing", name);
     if (ref.dtype != DType::f8_e4m3) return load(name, DType::bf16, {rows, cols});
@@ -165,6 +143,7 @@ struct RuntimeLoader {
           fp8_dequantize_bf16(values, scale_values.data(), rows, cols, block_rows, block_cols);
       return upload(std::as_bytes(std::span(bf16)), DType::bf16, rows, cols);
     }
+    scales.format = helios::QuantizedWeight::Format::fp8_e4m3;
     scales.block_rows = std::int32_t(block_rows);
     scales.block_cols = std::int32_t(block_cols);
     scales.scales = upload(std::as_bytes(std::span(scale_values)), DType::f32, (rows + block_rows - 1) / block_rows,
@@ -196,31 +175,28 @@ struct RuntimeLoader {
 
 }  // namespace
 
-Weights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend) {
-  Weights weights;
+LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend) {
+  LoadedWeights weights;
   RuntimeLoader loader{lookup, backend, weights};
-  const std::int64_t vocab = spec.vocab_size, h = spec.hidden_size;
-  weights.embed = loader.load("embed", DType::bf16, {vocab, h});
-  weights.final_norm = loader.load("final_norm", DType::f32, {h});
-  weights.lm_head = spec.tie_word_embeddings ? weights.embed : loader.load("lm_head", DType::bf16, {vocab, h});
-  const LayerShapes s = layer_shapes(spec);
-  for (std::int32_t layer = 0; layer < spec.n_layers; ++layer) {
-    const std::string t = fmt::format("layers.{}.", layer);
-    LayerWeights w;
-    w.input_norm = loader.load(t + "input_norm", DType::f32, {s.h});
-    w.qkv = loader.matrix(t + "qkv", s.q + 2 * s.kv, s.h, w.qkv_scales);
-    if (spec.qkv_bias) w.qkv_bias = loader.load(t + "qkv_bias", DType::f32, {s.q + 2 * s.kv});
-    w.o = loader.matrix(t + "o", s.h, s.q, w.o_scales);
-    if (spec.o_bias) w.o_bias = loader.load(t + "o_bias", DType::f32, {s.h});
-    if (spec.qk_norm) {
-      w.q_norm = loader.load(t + "q_norm", DType::f32, {s.head_dim});
-      w.k_norm = loader.load(t + "k_norm", DType::f32, {s.head_dim});
+  const WeightTable table = architecture_of(spec).weight_table(spec);
+  for (const WeightGroup& group : table.groups) {
+    for (const WeightEntry& entry : group.entries) {
+      Weight weight;
+      switch (entry.kind) {
+        case WeightKind::projection:
+          weight.values = loader.matrix(entry.name, entry.rows(), entry.cols, weight.quant);
+          break;
+        case WeightKind::table:
+          weight.values = loader.load(entry.name, DType::bf16, {entry.rows(), entry.cols});
+          break;
+        case WeightKind::vector:
+          weight.values = loader.load(entry.name, DType::f32, {entry.rows()});
+          break;
+      }
+      weights.add(entry.name, weight);
     }
-    w.post_norm = loader.load(t + "post_norm", DType::f32, {s.h});
-    w.gate_up = loader.matrix(t + "gate_up", 2 * s.inter, s.h, w.gate_up_scales);
-    w.down = loader.matrix(t + "down", s.h, s.inter, w.down_scales);
-    weights.layers.push_back(std::move(w));
   }
+  for (const auto& [alias, target] : table.aliases) weights.add(alias, weights.at(target));
   if (loader.max_fp8_cols > 0) backend.reserve_fp8_linear(loader.max_fp8_cols);
   return weights;
 }

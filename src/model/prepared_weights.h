@@ -1,5 +1,6 @@
 // The prepared weight layout: what `ignition export` stores in a package and what `flare run`
-// loads without conversion. Preparation reads the checkpoint once, fuses q/k/v and gate/up, and
+// loads without conversion, as the architecture's weight table (weight_table.h) declares it.
+// Preparation reads the checkpoint once, fuses the parts the table stacks (q/k/v, gate/up), and
 // converts matrices to BF16 and norms and biases to F32 (the same layout weights_load builds on a
 // backend); the runtime copies each prepared tensor straight into a backend buffer. An FP8
 // checkpoint's projection matrices stay FP8 E4M3 (`<name>` [rows, cols]) with block scales
@@ -7,9 +8,6 @@
 // fused parts' scales stack; a backend without FP8 weights gets them dequantized to BF16 at load,
 // the values a BF16 package would hold.
 //
-// Tensors are grouped one payload per layer ("weights/layer-000", ...) plus "weights/embedding"
-// (embedding, final norm, and the output head when it is not tied), so unchanged layers
-// deduplicate by content hash across exports.
 #pragma once
 
 #include <cstddef>
@@ -38,8 +36,8 @@ struct PreparedGroup {
   std::vector<PreparedTensor> tensors;
 };
 
-// Reads the checkpoint and calls `sink` once per group, embedding first, then layers in order
-// (one group in memory at a time). Checkpoint problems are flare::Error (preparation).
+// Reads the checkpoint and calls `sink` once per group of the table, in its order (one group in
+// memory at a time). Checkpoint problems are flare::Error (preparation).
 void prepare_weights(const ModelSpec& spec, const std::filesystem::path& checkpoint_dir,
                      const std::function<void(PreparedGroup&&)>& sink);
 
@@ -53,7 +51,7 @@ struct PreparedTensorRef {
 using PreparedLookup = std::function<bool(const std::string& name, PreparedTensorRef& out)>;
 
 // Builds the backend's weights from prepared tensors, checking every name, dtype, shape and size
-// against the spec; a mismatch is a flare::Error naming the tensor.
-Weights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend);
+// against the table; a mismatch is a flare::Error naming the tensor.
+LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend);
 
 }  // namespace flare::model

@@ -35,10 +35,8 @@ void apply_llama3(const RopeSpec& r, std::vector<float>& inv_freq) {
 
 double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
-RopeFrequencies yarn(const ModelSpec& spec) {
-  const RopeSpec& r = spec.rope;
-  const std::int32_t dim = spec.head_dim;
-  const double original = r.original_max_position > 0 ? r.original_max_position : spec.max_position_embeddings;
+RopeFrequencies yarn(const RopeSpec& r, std::int32_t dim, std::int32_t max_position) {
+  const double original = r.original_max_position > 0 ? r.original_max_position : max_position;
   double factor = r.factor;
   RopeFrequencies out;
   double attention_factor;
@@ -77,28 +75,32 @@ RopeFrequencies yarn(const ModelSpec& spec) {
 bool rope_depends_on_length(const RopeSpec& rope) { return rope.type == RopeType::dynamic; }
 
 RopeFrequencies rope_frequencies(const ModelSpec& spec, std::int64_t seq_len) {
-  const RopeSpec& r = spec.rope;
+  return rope_frequencies(spec.rope, spec.head_dim, spec.max_position_embeddings, seq_len);
+}
+
+RopeFrequencies rope_frequencies(const RopeSpec& r, std::int32_t head_dim, std::int32_t max_position,
+                                 std::int64_t seq_len) {
   RopeFrequencies out;
   switch (r.type) {
     case RopeType::default_:
-      out.inv_freq = base_inv_freq(r.theta, spec.head_dim);
+      out.inv_freq = base_inv_freq(r.theta, head_dim);
       break;
     case RopeType::linear:
-      out.inv_freq = base_inv_freq(r.theta, spec.head_dim);
+      out.inv_freq = base_inv_freq(r.theta, head_dim);
       for (float& f : out.inv_freq) f = float(f / r.factor);
       break;
     case RopeType::dynamic: {
-      const double max_positions = spec.max_position_embeddings;
+      const double max_positions = max_position;
       const double len = std::max<double>(double(seq_len), max_positions);
-      const double dim = spec.head_dim;
+      const double dim = head_dim;
       const double base = r.theta * std::pow(r.factor * len / max_positions - (r.factor - 1.0), dim / (dim - 2.0));
-      out.inv_freq = base_inv_freq(base, spec.head_dim);
+      out.inv_freq = base_inv_freq(base, head_dim);
       break;
     }
     case RopeType::yarn:
-      return yarn(spec);
+      return yarn(r, head_dim, max_position);
     case RopeType::llama3:
-      out.inv_freq = base_inv_freq(r.theta, spec.head_dim);
+      out.inv_freq = base_inv_freq(r.theta, head_dim);
       apply_llama3(r, out.inv_freq);
       break;
   }

@@ -18,6 +18,9 @@ struct RopeFrequencies {
 
 // `seq_len`: the row's length after this step (position of its last token + 1); only dynamic uses it.
 RopeFrequencies rope_frequencies(const ModelSpec& spec, std::int64_t seq_len);
+// The same for any rope (a model's second rope: Gemma 3's local layers), over head_dim / 2 pairs.
+RopeFrequencies rope_frequencies(const RopeSpec& rope, std::int32_t head_dim, std::int32_t max_position,
+                                 std::int64_t seq_len);
 // True when the frequencies change with the sequence length (dynamic NTK).
 bool rope_depends_on_length(const RopeSpec& rope);
 

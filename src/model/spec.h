@@ -1,14 +1,16 @@
 // The model spec: what a checkpoint's config.json says, normalized into one plain struct that the
-// dense-decoder forward pass, the memory plan and the recipes read. Parsing (config.cpp) is strict:
+// architectures' forward programs, the memory plan and the recipes read. Parsing (config.cpp) is strict:
 // an unknown architecture or an option we do not implement is an error naming the field, never a
 // silently different model.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace flare::model {
 
@@ -24,19 +26,6 @@ struct RopeSpec {
   std::optional<double> attention_factor;         // yarn
   std::optional<double> mscale, mscale_all_dim;   // yarn
   bool truncate = true;                           // yarn
-};
-
-// HF tensor names of one dense decoder layout ("{}" stands for the layer index).
-struct WeightNames {
-  std::string embed = "model.embed_tokens.weight";
-  std::string final_norm = "model.norm.weight";
-  std::string lm_head = "lm_head.weight";
-  std::string layer = "model.layers.{}.";
-  std::string input_norm = "input_layernorm.weight";
-  std::string post_norm = "post_attention_layernorm.weight";
-  std::string q = "self_attn.q_proj", k = "self_attn.k_proj", v = "self_attn.v_proj", o = "self_attn.o_proj";
-  std::string q_norm = "self_attn.q_norm.weight", k_norm = "self_attn.k_norm.weight";
-  std::string gate = "mlp.gate_proj.weight", up = "mlp.up_proj.weight", down = "mlp.down_proj.weight";
 };
 
 // How the checkpoint stores its linear weights (config.json `quantization_config`). FP8 checkpoints
@@ -57,6 +46,17 @@ struct WeightQuantization {
   std::string scale_suffix = "_scale_inv";     // appended to the weight's name
 };
 
+// The MLP's gated activation (config.json `hidden_act` / `hidden_activation`).
+enum class Activation : std::uint8_t {
+  silu,       // silu(gate) * up: SwiGLU
+  gelu_tanh,  // gelu_pytorch_tanh(gate) * up: GeGLU
+};
+
+// What differs between the layers of one model.
+struct LayerSpec {
+  std::int32_t sliding_window = 0;  // 0: attends to every position; W: to the last W positions
+};
+
 struct ModelSpec {
   std::string architecture;  // e.g. "Qwen3ForCausalLM"
   std::string model_type;    // e.g. "qwen3"
@@ -73,14 +73,19 @@ struct ModelSpec {
   bool qk_norm = false;      // per-head RMSNorm of q and k before rotary (Qwen3)
   bool qkv_bias = false;     // biases on q, k, v projections (Qwen2, Llama attention_bias)
   bool o_bias = false;       // bias on the output projection (Llama attention_bias)
-  std::int32_t sliding_window = 0;  // 0: full attention (Mistral: every layer sees the last W positions)
+  Activation activation = Activation::silu;
+  std::vector<LayerSpec> layers;  // [n_layers]
   RopeSpec rope;
-  WeightNames names;
+  // The rope of sliding-window layers where it differs from `rope` (Gemma 3's rope_local_base_freq).
+  std::optional<RopeSpec> sliding_rope;
+  float attention_scale = 0.0f;      // softmax scale; 0: 1 / sqrt(head_dim)
+  float final_logit_softcap = 0.0f;  // 0: none; c: logits = c * tanh(logits / c)
   WeightQuantization quantization;
 
   std::int64_t n_parameters() const;
   std::int32_t q_width() const { return n_heads * head_dim; }
   std::int32_t kv_width() const { return n_kv_heads * head_dim; }
+  float softmax_scale() const { return attention_scale > 0 ? attention_scale : 1.0f / std::sqrt(float(head_dim)); }
 };
 
 // Parses config.json text (`origin` names it in errors). Throws flare::Error (preparation).

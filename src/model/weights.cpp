@@ -1,4 +1,4 @@
-// Loads a dense decoder's weights from a checkpoint onto a backend (see model.h) through the
+// Loads a model's weights from a checkpoint onto a backend (see model.h) through the
 // prepared layout (prepared_weights.h): the same fusion and conversion `ignition export` stores in a
 // package (q/k/v and gate/up fused row-wise so each is one GEMM, matrices BF16, norm weights and
 // biases F32), then uploaded as flare run uploads a package. Every expected tensor must be present
@@ -10,7 +10,7 @@
 
 namespace flare::model {
 
-Weights weights_load(const ModelSpec& spec, const std::filesystem::path& dir, helios::Backend& backend) {
+LoadedWeights weights_load(const ModelSpec& spec, const std::filesystem::path& dir, helios::Backend& backend) {
   std::map<std::string, PreparedTensor> tensors;
   prepare_weights(spec, dir, [&](PreparedGroup&& group) {
     for (auto& tensor : group.tensors) {

@@ -90,8 +90,8 @@ struct Fp8Runner {
       out = {it->second.dtype, it->second.shape, it->second.bytes};
       return true;
     };
-    Weights weights = weights_from_prepared(spec, lookup, backend);
-    qkv_dtype = weights.layers.at(0).qkv.dtype;
+    LoadedWeights weights = weights_from_prepared(spec, lookup, backend);
+    qkv_dtype = weights.at("layers.0.qkv").values.dtype;
     model = std::make_unique<Model>(spec, backend, std::move(weights));
     cache = backend.allocate_kv_cache(model->kv_cache_layout(64, 4, DType::bf16));
     pool = std::make_unique<helios::PagePool>(64);

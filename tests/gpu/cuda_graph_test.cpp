@@ -16,7 +16,7 @@
 
 #include "engine/model_runner.h"
 #include "gpu_support.h"
-#include "helios/decode_padding.h"
+#include "helios/step_shape.h"
 #include "helios/page_pool.h"
 #include "model/model.h"
 
@@ -108,10 +108,21 @@ class CudaGraphs : public testing::TestWithParam<std::string> {
     const std::vector<float>& got = results.host_logits;
     EXPECT_EQ(got.size(), std::size_t(step.n_logit_rows()) * std::size_t(vocab()));
     if (!copies_eager.empty()) eager_backend_->kv_copy_pages(eager_cache_, copies_eager);
-    const std::int32_t bucket = helios::decode_bucket_for(eager_step, runner_->graph_buckets());
-    std::vector<float> want = bucket > eager_step.n_rows()
-                                  ? eager_->forward(helios::step_pad_decode(eager_step, bucket, k_pages), eager_cache_)
-                                  : eager_->forward(eager_step, eager_cache_);
+    // The eager side pads as the runner's executor does (the smallest captured bucket that holds a
+    // decode step), so both run the same GEMM shapes.
+    std::int32_t bucket = 0;
+    const auto shape = helios::step_shape_of(eager_step, eager_cache_.layout.dtype);
+    if (shape && shape->is_decode()) {
+      for (const std::int32_t b : runner_->graph_buckets()) {
+        if (b >= eager_step.n_rows() && (bucket == 0 || b < bucket)) bucket = b;
+      }
+    }
+    std::vector<float> want =
+        bucket > eager_step.n_rows()
+            ? eager_->forward(helios::step_pad_rows(eager_step, {bucket, 1, 1, eager_cache_.layout.dtype},
+                                                    eager_cache_.layout.page_size_tokens, k_pages),
+                              eager_cache_)
+            : eager_->forward(eager_step, eager_cache_);
     want.resize(got.size());  // the padding rows' logits are not compared
     std::size_t n_diff = 0;
     double max_abs = 0;

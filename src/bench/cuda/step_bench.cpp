@@ -80,7 +80,7 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
       d.skipped = cache_failure;
     } else {
       try {
-        model.drop_decode_graphs();
+        model.drop_graphs();
         d.eager = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(step, cache); });
         d.runner = "eager";
         d.timing = d.eager;
@@ -99,7 +99,7 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
       report.breakdowns.push_back(breakdown(step, cache, context, d.eager.median_ms));
     }
   }
-  model.drop_decode_graphs();  // they name this cache, freed on return
+  model.drop_graphs();  // they name this cache, freed on return
 }
 
 void StepBench::profile(const helios::Step& step, helios::KvCache& cache) {
@@ -117,7 +117,7 @@ Breakdown StepBench::breakdown(const helios::Step& step, helios::KvCache& cache,
   b.batch = step.n_rows();
   b.context = context;
   b.step_ms = step_ms;  // the eager step's
-  model.drop_decode_graphs();  // operation by operation
+  model.drop_graphs();  // operation by operation
   timing.set_recording(true);
   for (int i = 0; i < k_breakdown_steps; ++i) run(step, cache);
   timing.set_recording(false);
@@ -152,12 +152,11 @@ AttentionResult StepBench::attention(DType kv_dtype) {
     params.n_heads = spec.n_heads;
     params.n_kv_heads = spec.n_kv_heads;
     params.head_dim = spec.head_dim;
-    params.scale = 1.0f / std::sqrt(float(spec.head_dim));
-    params.sliding_window = spec.sliding_window;
+    params.scale = spec.softmax_scale();
+    params.sliding_window = spec.layers[0].sliding_window;
     a.timing = time_runs(backend().stream(), options.warmup, options.repetitions,
                          [&] { backend().attention(cache, q, params, out); });
-    const std::int64_t visible = spec.sliding_window > 0 ? std::min(a.context, spec.sliding_window) : a.context;
-    a.kv_bytes = double(a.batch) * double(visible) * kv_bytes_per_token(spec, kv_dtype) / spec.n_layers;
+    a.kv_bytes = double(a.batch) * kv_bytes_read(spec, 0, a.context, kv_dtype);
     a.gbs = a.kv_bytes / (a.timing.median_ms * 1e-3) / 1e9;
     a.ratio_to_copy = rates.copy_gbs > 0 ? a.gbs / rates.copy_gbs : 0;
   } catch (const Error& e) {

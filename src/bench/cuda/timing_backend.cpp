@@ -100,13 +100,9 @@ void TimingBackend::head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor&
 }
 
 std::string TimingBackend::linear_category(const Tensor& w) const {
-  const std::int64_t h = spec_.hidden_size, q = spec_.q_width(), kv = spec_.kv_width(), inter = spec_.intermediate_size;
-  if (w.rows == spec_.vocab_size && w.cols == h) return "lm_head";
-  if (w.rows == q + 2 * kv && w.cols == h) return "gemm qkv";
-  if (w.rows == h && w.cols == q) return "gemm o";
-  if (w.rows == 2 * inter && w.cols == h) return "gemm gate_up";
-  if (w.rows == h && w.cols == inter) return "gemm down";
-  return "gemm other";
+  const auto it = weight_roles_.find(w.data);
+  if (it == weight_roles_.end()) return "gemm other";
+  return it->second == "lm_head" ? it->second : "gemm " + it->second;
 }
 
 void TimingBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) {
@@ -122,7 +118,7 @@ void TimingBackend::linear_residual_rms_norm(const Tensor& x, const Tensor& weig
   mark(linear_category(weight), bytes, 2.0 * double(x.rows) * double(weight.rows) * double(weight.cols));
 }
 
-void TimingBackend::linear_fp8(const Tensor& x, const Tensor& weight, const helios::WeightScales& scales,
+void TimingBackend::linear_fp8(const Tensor& x, const Tensor& weight, const helios::QuantizedWeight& scales,
                                const Tensor* bias, Tensor out) {
   inner_.linear_fp8(x, weight, scales, bias, out);
   const double bytes =
@@ -176,6 +172,21 @@ void TimingBackend::attention(const helios::KvCache& cache, const Tensor& q, con
 void TimingBackend::swiglu(const Tensor& gate_up, Tensor out) {
   inner_.swiglu(gate_up, out);
   mark("swiglu", bytes_of(gate_up) + bytes_of(out), 0);
+}
+
+void TimingBackend::geglu(const Tensor& gate_up, Tensor out) {
+  inner_.geglu(gate_up, out);
+  mark("geglu", bytes_of(gate_up) + bytes_of(out), 0);
+}
+
+void TimingBackend::soft_cap(Tensor x, float cap) {
+  inner_.soft_cap(x, cap);
+  mark("soft cap", 2.0 * bytes_of(x), 0);
+}
+
+void TimingBackend::scale(Tensor x, float factor) {
+  inner_.scale(x, factor);
+  mark("scale", 2.0 * bytes_of(x), 0);
 }
 
 void TimingBackend::linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) {

@@ -15,13 +15,15 @@
 #include "bench/cuda/event_timer.h"
 #include "helios/backend.h"
 #include "helios/cuda/cuda_backend.h"
-#include "model/spec.h"
 
 namespace flare::bench::cuda {
 
 class TimingBackend final : public helios::Backend {
  public:
-  TimingBackend(helios::cuda::CudaBackend& inner, const model::ModelSpec& spec) : inner_(inner), spec_(spec) {}
+  explicit TimingBackend(helios::cuda::CudaBackend& inner) : inner_(inner) {}
+  // Names the GEMMs by their weight: each matrix's role by the address of its values
+  // (LoadedWeights::roles_by_address); other weights count as "gemm other".
+  void name_weights(std::map<const void*, std::string> roles) { weight_roles_ = std::move(roles); }
 
   helios::cuda::CudaBackend& inner() { return inner_; }
   // While on, each operation is timed and counted; steps_recorded() counts begin_step calls.
@@ -69,7 +71,7 @@ class TimingBackend final : public helios::Backend {
                             std::int32_t block_cols) override {
     return inner_.supports_fp8_weights(rows, cols, block_rows, block_cols);
   }
-  void linear_fp8(const helios::Tensor& x, const helios::Tensor& weight, const helios::WeightScales& scales,
+  void linear_fp8(const helios::Tensor& x, const helios::Tensor& weight, const helios::QuantizedWeight& scales,
                   const helios::Tensor* bias, helios::Tensor out) override;
   void reserve_fp8_linear(std::int64_t max_cols) override { inner_.reserve_fp8_linear(max_cols); }
   void rotary(helios::Tensor q, helios::Tensor k, std::int32_t head_dim, const helios::RotaryParams& rope) override;
@@ -80,6 +82,9 @@ class TimingBackend final : public helios::Backend {
   void attention(const helios::KvCache& cache, const helios::Tensor& q, const helios::AttentionParams& params,
                  helios::Tensor out) override;
   void swiglu(const helios::Tensor& gate_up, helios::Tensor out) override;
+  void geglu(const helios::Tensor& gate_up, helios::Tensor out) override;
+  void soft_cap(helios::Tensor x, float cap) override;
+  void scale(helios::Tensor x, float factor) override;
   void linear_swiglu(const helios::Tensor& x, const helios::Tensor& weight, helios::Tensor gate_up,
                      helios::Tensor out) override;
   void gather_logit_rows(const helios::Tensor& x, helios::Tensor out) override;
@@ -98,7 +103,7 @@ class TimingBackend final : public helios::Backend {
   std::string linear_category(const helios::Tensor& weight) const;
 
   helios::cuda::CudaBackend& inner_;
-  model::ModelSpec spec_;
+  std::map<const void*, std::string> weight_roles_;
   bool recording_ = false;
   std::int32_t n_steps_ = 0;
   helios::Step step_;                           // the current step (for attention's bytes)

@@ -20,7 +20,7 @@ struct StepContext {
   std::vector<std::int32_t> logit_tokens;    // [n_logit_rows] token index of each logits row
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   explicit CpuBackend(int n_threads = 0);  // 0: one thread per hardware thread
   std::string_view name() const override { return "cpu"; }
@@ -47,6 +47,9 @@ class CpuBackend final : public Backend {
   void kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) override;
   void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) override;
   void swiglu(const Tensor& gate_up, Tensor out) override;
+  void geglu(const Tensor& gate_up, Tensor out) override;
+  void soft_cap(Tensor x, float cap) override;
+  void scale(Tensor x, float factor) override;
   void gather_logit_rows(const Tensor& x, Tensor out) override;
 
  private:

@@ -9,7 +9,7 @@
 
 #include "engine/model_runner.h"
 #include "helios/cpu/cpu_backend.h"
-#include "helios/decode_padding.h"
+#include "helios/step_shape.h"
 #include "helios/page_pool.h"
 #include "model/model.h"
 
@@ -86,7 +86,8 @@ void expect_padding_invisible(const std::string& fixture_name, std::int32_t n_re
   for (std::int32_t s = 0; s < 5; ++s) {
     for (std::int32_t i = 0; i < n_real; ++i) tokens[std::size_t(i)] = {(41 * s + 7 * i + 1) % vocab};
     const helios::Step step_plain = make_step(seqs_plain, tokens);
-    const helios::Step step_padded = helios::step_pad_decode(make_step(seqs_padded, tokens), bucket, scratch);
+    const helios::Step step_padded =
+        helios::step_pad_rows(make_step(seqs_padded, tokens), {bucket, 1, 1, helios::DType::f32}, page_size, scratch);
     const std::vector<float> want = model->forward(step_plain, plain);
     const std::vector<float> got = model->forward(step_padded, padded);
     ASSERT_EQ(got.size(), std::size_t(bucket) * std::size_t(vocab));

@@ -36,7 +36,7 @@ TEST(ModelSpec, ParsesLlama) {
   EXPECT_EQ(spec.n_kv_heads, 2);
   EXPECT_EQ(spec.rope.theta, 500000.0);
   EXPECT_FALSE(spec.qk_norm || spec.qkv_bias || spec.o_bias);
-  EXPECT_EQ(spec.sliding_window, 0);
+  EXPECT_EQ(spec.layers.at(0).sliding_window, 0);
   EXPECT_FALSE(spec.tie_word_embeddings);
 }
 
@@ -50,9 +50,9 @@ TEST(ModelSpec, FamilyFlags) {
   EXPECT_FALSE(qwen2.o_bias);
   auto mistral = base_config("MistralForCausalLM");
   mistral["sliding_window"] = 4096;
-  EXPECT_EQ(parse(mistral).sliding_window, 4096);
+  EXPECT_EQ(parse(mistral).layers.at(1).sliding_window, 4096);
   mistral["sliding_window"] = nullptr;
-  EXPECT_EQ(parse(mistral).sliding_window, 0);
+  EXPECT_EQ(parse(mistral).layers.at(1).sliding_window, 0);
   auto llama = base_config();
   llama["attention_bias"] = true;
   EXPECT_TRUE(parse(llama).qkv_bias && parse(llama).o_bias);

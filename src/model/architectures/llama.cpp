@@ -2,16 +2,24 @@
 // mlp_bias is not implemented.
 #include <nlohmann/json.hpp>
 
-#include "model/families/family.h"
+#include "model/architectures/config_context.h"
+#include "model/architectures/dense_decoder.h"
 
 namespace flare::model {
+namespace {
 
-void configure_llama(const ConfigContext& config, ModelSpec& spec) {
+void configure(const ConfigContext& config, ModelSpec& spec) {
+  dense_check(config, spec);
   const bool attention_bias = config.get_bool("attention_bias", false);
   spec.qkv_bias = attention_bias;
   spec.o_bias = attention_bias;
   if (config.get_bool("mlp_bias", false)) config.reject("mlp_bias", "MLP biases are not supported");
   require_full_attention_layers(config);
 }
+
+}  // namespace
+
+extern const Architecture k_llama{"LlamaForCausalLM", configure, dense_weight_table, dense_history,
+                                  dense_plan_arena, dense_program};
 
 }  // namespace flare::model

@@ -2,11 +2,14 @@
 // Sliding-window layers (use_sliding_window) are not implemented.
 #include <nlohmann/json.hpp>
 
-#include "model/families/family.h"
+#include "model/architectures/config_context.h"
+#include "model/architectures/dense_decoder.h"
 
 namespace flare::model {
+namespace {
 
-void configure_qwen3(const ConfigContext& config, ModelSpec& spec) {
+void configure(const ConfigContext& config, ModelSpec& spec) {
+  dense_check(config, spec);
   spec.qk_norm = true;
   const bool attention_bias = config.get_bool("attention_bias", false);
   spec.qkv_bias = attention_bias;
@@ -16,5 +19,10 @@ void configure_qwen3(const ConfigContext& config, ModelSpec& spec) {
   }
   require_full_attention_layers(config);
 }
+
+}  // namespace
+
+extern const Architecture k_qwen3{"Qwen3ForCausalLM", configure, dense_weight_table, dense_history,
+                                  dense_plan_arena, dense_program};
 
 }  // namespace flare::model

@@ -1,0 +1,248 @@
+// The dense decoder (Llama, Qwen2, Qwen3, Mistral): its weight table, its history, and its forward
+// program. Per step: embedding, then per layer
+//   h = rms_norm(x)                      (fused with the residual add of the previous block)
+//   qkv = h Wqkv (+b); [q/k head norm]; rotary; store k, v in pages; attention; o = attn Wo (+b)
+//   h = rms_norm(x += o); gate_up = h Wgu; act = silu(gate) * up; mlp = act Wdown
+// and finally x += mlp, rms_norm, the rows whose logits are wanted, lm_head -> F32 logits.
+// A projection, the residual add after it and the next norm are one backend operation
+// (project_residual_norm), so a device backend may fuse the GEMM's reduction into the norm.
+// Intermediate tensors are named arena buffers so any of them can be dumped when debugging.
+#include "model/architectures/dense_decoder.h"
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "model/architectures/config_context.h"
+#include "model/blocks.h"
+#include "model/rope_table.h"
+
+namespace flare::model {
+namespace {
+
+using helios::DType;
+using helios::Tensor;
+
+WeightEntry vector_entry(std::string name, std::string source, std::int64_t n, std::string role) {
+  return {std::move(name), WeightKind::vector, {{std::move(source), n}}, 0, std::move(role)};
+}
+
+struct DenseLayer {
+  Tensor input_norm, qkv_bias, o_bias, q_norm, k_norm, post_norm;  // f32 (biases, norms may be empty)
+  Weight qkv, o, gate_up, down;
+};
+
+class DenseDecoder final : public helios::StepProgram {
+ public:
+  DenseDecoder(const ModelSpec& spec, helios::Backend& backend, const LoadedWeights& weights)
+      : spec_(spec), backend_(backend), rope_(spec.rope, spec.head_dim, spec.max_position_embeddings, backend) {
+    embed_ = weights.at("embed").values;
+    final_norm_ = weights.at("final_norm").values;
+    lm_head_ = weights.at("lm_head").values;
+    for (std::int32_t layer = 0; layer < spec.n_layers; ++layer) {
+      const std::string t = fmt::format("layers.{}.", layer);
+      DenseLayer w;
+      w.input_norm = weights.at(t + "input_norm").values;
+      w.qkv = weights.at(t + "qkv");
+      w.qkv_bias = weights.tensor_or_empty(t + "qkv_bias");
+      w.o = weights.at(t + "o");
+      w.o_bias = weights.tensor_or_empty(t + "o_bias");
+      w.q_norm = weights.tensor_or_empty(t + "q_norm");
+      w.k_norm = weights.tensor_or_empty(t + "k_norm");
+      w.post_norm = weights.at(t + "post_norm").values;
+      w.gate_up = weights.at(t + "gate_up");
+      w.down = weights.at(t + "down");
+      layers_.push_back(w);
+    }
+  }
+
+  std::int32_t vocab_size() const override { return spec_.vocab_size; }
+
+  void plan_arena(helios::ArenaPlan& plan) override {
+    dense_plan_arena(spec_, backend_.activation_dtype(), plan);
+    x_ = plan.slot("x");
+    h_ = plan.slot("h");
+    qkv_ = plan.slot("qkv");
+    attn_ = plan.slot("attn");
+    delta_ = plan.slot("delta");
+    gate_up_ = plan.slot("gate_up");
+    act_ = plan.slot("act");
+    logit_in_ = plan.slot("logit_in");
+    rope_.bind(plan, "rope");
+  }
+
+  void check_cache(const helios::KvCacheLayout& layout) const override {
+    if (layout.n_layers != spec_.n_layers || layout.n_kv_heads != spec_.n_kv_heads || layout.head_dim != spec_.head_dim) {
+      fail(ExitCode::failure, "internal: KV cache layout does not match the model");
+    }
+  }
+
+  helios::StepLaunch upload(const helios::Step& step, helios::ActivationArena& arena) override {
+    return {{rope_.upload(step, arena, backend_)}};
+  }
+
+  void enqueue(const helios::StepCounts& counts, helios::ActivationArena& arena, helios::KvCache& cache,
+               const helios::StepLaunch& launch) override {
+    Views v = bind(arena, counts.n_tokens);
+    const helios::RotaryParams rope = rope_.params(arena, counts.n_rows, launch.values.at(0));
+    backend_.embedding(embed_, v.x);
+    backend_.rms_norm(v.x, nullptr, layers_[0].input_norm, spec_.rms_norm_eps, v.h);
+    for (std::int32_t layer = 0; layer < spec_.n_layers; ++layer) {
+      attention_block(v, layer, cache, rope);
+      // The MLP's residual add goes with the norm after it: the next layer's input norm, or the final one.
+      const bool last = layer + 1 == spec_.n_layers;
+      mlp_block(v, layer, last ? final_norm_ : layers_[std::size_t(layer) + 1].input_norm);
+    }
+    if (counts.n_logit_rows == 0) return;
+    const Tensor logits = arena.view(helios::k_arena_logits, counts.n_logit_rows);
+    const Tensor logit_in = arena.view(logit_in_, counts.n_logit_rows);
+    backend_.gather_logit_rows(v.h, logit_in);
+    backend_.linear(logit_in, lm_head_, nullptr, logits);
+  }
+
+ private:
+  struct Views {
+    Tensor x, h, qkv, attn, delta, gate_up, act;  // [n_tokens, ...]
+  };
+
+  Views bind(const helios::ActivationArena& arena, std::int32_t n) const {
+    return {arena.view(x_, n),     arena.view(h_, n),       arena.view(qkv_, n), arena.view(attn_, n),
+            arena.view(delta_, n), arena.view(gate_up_, n), arena.view(act_, n)};
+  }
+
+  void project(const Tensor& x, const Weight& w, const Tensor* bias, Tensor out) {
+    model::project(backend_, x, w, bias, out);
+  }
+
+  // x @ weight^T (+ bias), then x += it and h = rms_norm(x) * norm_weight: one backend operation
+  // for BF16 weights without a bias (Backend::linear_residual_rms_norm), else the two.
+  void project_residual_norm(const Views& v, const Tensor& in, const Weight& w, const Tensor& bias,
+                             const Tensor& norm_weight) {
+    if (w.values.dtype == DType::f8_e4m3 || !bias.empty()) {
+      project(in, w, bias.empty() ? nullptr : &bias, v.delta);
+      Tensor residual = v.x;
+      backend_.rms_norm(v.delta, &residual, norm_weight, spec_.rms_norm_eps, v.h);
+      return;
+    }
+    backend_.linear_residual_rms_norm(in, w.values, v.delta, v.x, norm_weight, spec_.rms_norm_eps, v.h);
+  }
+
+  void attention_block(const Views& v, std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope) {
+    const DenseLayer& w = layers_[std::size_t(layer)];
+    project(v.h, w.qkv, w.qkv_bias.empty() ? nullptr : &w.qkv_bias, v.qkv);
+    const Tensor q = v.qkv.slice_cols(0, spec_.q_width());
+    const Tensor k = v.qkv.slice_cols(spec_.q_width(), spec_.kv_width());
+    const Tensor value = v.qkv.slice_cols(spec_.q_width() + spec_.kv_width(), spec_.kv_width());
+    // [q/k head norm], rotary and the KV store: one kernel on a device backend.
+    const helios::QkNormParams qk_norm{w.q_norm, w.k_norm, spec_.rms_norm_eps};
+    backend_.rotary_kv_store(cache, layer, q, k, value, spec_.head_dim, rope, spec_.qk_norm ? &qk_norm : nullptr);
+    helios::AttentionParams params;
+    params.layer = layer;
+    params.n_heads = spec_.n_heads;
+    params.n_kv_heads = spec_.n_kv_heads;
+    params.head_dim = spec_.head_dim;
+    params.scale = spec_.softmax_scale();
+    params.sliding_window = spec_.layers[std::size_t(layer)].sliding_window;
+    backend_.attention(cache, q, params, v.attn);
+    project_residual_norm(v, v.attn, w.o, w.o_bias, w.post_norm);  // x += attention; h = norm(x)
+  }
+
+  // Ends with the residual add and `next_norm`, the norm of whatever reads x next.
+  void mlp_block(const Views& v, std::int32_t layer, const Tensor& next_norm) {
+    const DenseLayer& w = layers_[std::size_t(layer)];
+    if (w.gate_up.values.dtype == DType::f8_e4m3) {
+      project(v.h, w.gate_up, nullptr, v.gate_up);
+      backend_.swiglu(v.gate_up, v.act);
+    } else {
+      backend_.linear_swiglu(v.h, w.gate_up.values, v.gate_up, v.act);
+    }
+    project_residual_norm(v, v.act, w.down, Tensor{}, next_norm);  // x += mlp; h = norm(x)
+  }
+
+  const ModelSpec& spec_;
+  helios::Backend& backend_;
+  RopeTable rope_;
+  Tensor embed_, final_norm_, lm_head_;
+  std::vector<DenseLayer> layers_;
+  std::int32_t x_ = 0, h_ = 0, qkv_ = 0, attn_ = 0, delta_ = 0, gate_up_ = 0, act_ = 0, logit_in_ = 0;
+};
+
+}  // namespace
+
+WeightTable dense_weight_table(const ModelSpec& spec) {
+  const std::int64_t vocab = spec.vocab_size, h = spec.hidden_size, q = spec.q_width(), kv = spec.kv_width();
+  const std::int64_t inter = spec.intermediate_size;
+  WeightTable table;
+  WeightGroup embedding{"weights/embedding", {}};
+  embedding.entries.push_back({"embed", WeightKind::table, {{"model.embed_tokens.weight", vocab}}, h, "embed",
+                               WeightTransform::none, TensorSplit::rows});
+  embedding.entries.push_back(vector_entry("final_norm", "model.norm.weight", h, "norm"));
+  if (spec.tie_word_embeddings) {
+    table.aliases.emplace("lm_head", "embed");
+  } else {
+    embedding.entries.push_back({"lm_head", WeightKind::table, {{"lm_head.weight", vocab}}, h, "lm_head",
+                                 WeightTransform::none, TensorSplit::rows});
+  }
+  table.groups.push_back(std::move(embedding));
+  for (std::int32_t layer = 0; layer < spec.n_layers; ++layer) {
+    const std::string p = fmt::format("model.layers.{}.", layer), t = fmt::format("layers.{}.", layer);
+    WeightGroup g{fmt::format("weights/layer-{:03}", layer), {}};
+    g.entries.push_back(vector_entry(t + "input_norm", p + "input_layernorm.weight", h, "norm"));
+    g.entries.push_back({t + "qkv", WeightKind::projection,
+                         {{p + "self_attn.q_proj.weight", q}, {p + "self_attn.k_proj.weight", kv},
+                          {p + "self_attn.v_proj.weight", kv}},
+                         h, "qkv", WeightTransform::none, TensorSplit::rows});
+    if (spec.qkv_bias) {
+      g.entries.push_back({t + "qkv_bias", WeightKind::vector,
+                           {{p + "self_attn.q_proj.bias", q}, {p + "self_attn.k_proj.bias", kv},
+                            {p + "self_attn.v_proj.bias", kv}},
+                           0, "bias", WeightTransform::none, TensorSplit::rows});
+    }
+    g.entries.push_back({t + "o", WeightKind::projection, {{p + "self_attn.o_proj.weight", h}}, q, "o",
+                         WeightTransform::none, TensorSplit::cols});
+    if (spec.o_bias) g.entries.push_back(vector_entry(t + "o_bias", p + "self_attn.o_proj.bias", h, "bias"));
+    if (spec.qk_norm) {
+      g.entries.push_back(vector_entry(t + "q_norm", p + "self_attn.q_norm.weight", spec.head_dim, "norm"));
+      g.entries.push_back(vector_entry(t + "k_norm", p + "self_attn.k_norm.weight", spec.head_dim, "norm"));
+    }
+    g.entries.push_back(vector_entry(t + "post_norm", p + "post_attention_layernorm.weight", h, "norm"));
+    g.entries.push_back({t + "gate_up", WeightKind::projection,
+                         {{p + "mlp.gate_proj.weight", inter}, {p + "mlp.up_proj.weight", inter}}, h, "gate_up",
+                         WeightTransform::none, TensorSplit::rows});
+    g.entries.push_back({t + "down", WeightKind::projection, {{p + "mlp.down_proj.weight", h}}, inter, "down",
+                         WeightTransform::none, TensorSplit::cols});
+    table.groups.push_back(std::move(g));
+  }
+  return table;
+}
+
+std::vector<helios::HistorySpec> dense_history(const ModelSpec& spec) {
+  std::vector<helios::HistorySpec> layers;
+  for (const LayerSpec& layer : spec.layers) {
+    layers.emplace_back(helios::PagedKvSpec{spec.n_kv_heads, spec.head_dim, spec.head_dim, layer.sliding_window});
+  }
+  return layers;
+}
+
+void dense_plan_arena(const ModelSpec& spec, DType act, helios::ArenaPlan& plan) {
+  using helios::ArenaRows;
+  plan.add("x", ArenaRows::tokens, spec.hidden_size, act);  // the residual stream
+  plan.add("h", ArenaRows::tokens, spec.hidden_size, act);  // its norm, each block's input
+  plan.add("qkv", ArenaRows::tokens, spec.q_width() + 2 * spec.kv_width(), act);
+  plan.add("attn", ArenaRows::tokens, spec.q_width(), act);
+  plan.add("delta", ArenaRows::tokens, spec.hidden_size, act);  // a block's output before the residual add
+  plan.add("gate_up", ArenaRows::tokens, 2 * spec.intermediate_size, act);
+  plan.add("act", ArenaRows::tokens, spec.intermediate_size, act);
+  plan.add("logit_in", ArenaRows::logit_rows, spec.hidden_size, act);
+  RopeTable::plan(spec.rope, spec.head_dim, "rope", plan);
+}
+
+std::unique_ptr<helios::StepProgram> dense_program(const ModelSpec& spec, helios::Backend& backend,
+                                                   const LoadedWeights& weights) {
+  return std::make_unique<DenseDecoder>(spec, backend, weights);
+}
+
+void dense_check(const ConfigContext& config, const ModelSpec& spec) {
+  if (spec.activation != Activation::silu) config.reject("hidden_act", "the dense decoder's MLP is SwiGLU (silu)");
+}
+
+}  // namespace flare::model

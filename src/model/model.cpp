@@ -1,0 +1,67 @@
+// A loaded model (see model.h).
+#include "model/model.h"
+
+#include "common/error.h"
+
+namespace flare::model {
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, helios::Backend& backend) {
+  ModelSpec spec = model_spec_load(dir);
+  LoadedWeights weights = weights_load(spec, dir, backend);
+  return std::make_unique<Model>(std::move(spec), backend, std::move(weights));
+}
+
+Model::Model(ModelSpec spec, helios::Backend& backend, LoadedWeights weights)
+    : spec_(std::move(spec)),
+      architecture_(architecture_of(spec_)),
+      backend_(backend),
+      weights_(std::move(weights)),
+      history_(architecture_.history(spec_)) {
+  program_ = architecture_.program(spec_, backend_, weights_);
+  executor_ = std::make_unique<helios::StepExecutor>(backend_, *program_);
+}
+
+helios::KvCacheLayout Model::kv_cache_layout(std::int32_t n_pages, std::int32_t page_size, helios::DType dtype) const {
+  return helios::history_kv_layout(history_, n_pages, page_size, dtype);
+}
+
+bool Model::capture_decode_graph(std::int32_t n_rows, helios::KvCache& cache, std::int32_t scratch_page) {
+  if (n_rows < 1) fail(ExitCode::failure, "internal: a decode graph of {} rows", n_rows);
+  return executor_->capture({n_rows, 1, 1, cache.layout.dtype}, cache, scratch_page);
+}
+
+bool Model::capture_prefill_graph(std::int32_t n_tokens, std::int32_t n_logits, helios::KvCache& cache,
+                                  std::int32_t scratch_page) {
+  if (n_tokens < 2 || n_logits < 0 || n_logits > 1) {
+    fail(ExitCode::failure, "internal: a prefill graph of {} tokens and {} logits rows", n_tokens, n_logits);
+  }
+  return executor_->capture({1, n_tokens, n_logits, cache.layout.dtype}, cache, scratch_page);
+}
+
+std::int32_t Model::n_decode_graphs() const {
+  std::int32_t n = 0;
+  for (const helios::StepShape& shape : executor_->graph_shapes()) n += shape.is_decode() ? 1 : 0;
+  return n;
+}
+
+std::int32_t Model::n_prefill_graphs() const {
+  return std::int32_t(executor_->graph_shapes().size()) - n_decode_graphs();
+}
+
+std::size_t Model::n_decode_graph_nodes() const {
+  std::size_t n = 0;
+  for (const helios::StepShape& shape : executor_->graph_shapes()) {
+    if (shape.is_decode()) n += executor_->graph_nodes(shape);
+  }
+  return n;
+}
+
+std::size_t Model::n_prefill_graph_nodes() const {
+  std::size_t n = 0;
+  for (const helios::StepShape& shape : executor_->graph_shapes()) {
+    if (!shape.is_decode()) n += executor_->graph_nodes(shape);
+  }
+  return n;
+}
+
+}  // namespace flare::model

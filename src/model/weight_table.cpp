@@ -1,0 +1,74 @@
+// Weight tables and loaded weights (see weight_table.h).
+#include "model/weight_table.h"
+
+#include "common/error.h"
+
+namespace flare::model {
+
+std::int64_t WeightEntry::rows() const {
+  std::int64_t n = 0;
+  for (const WeightSource& source : sources) n += source.rows;
+  return n;
+}
+
+const WeightEntry* WeightTable::find(std::string_view name) const {
+  for (const WeightGroup& group : groups) {
+    for (const WeightEntry& entry : group.entries) {
+      if (entry.name == name) return &entry;
+    }
+  }
+  return nullptr;
+}
+
+std::int64_t WeightTable::n_parameters() const {
+  std::int64_t n = 0;
+  for (const WeightGroup& group : groups) {
+    for (const WeightEntry& entry : group.entries) n += entry.n_elements();
+  }
+  return n;
+}
+
+std::uint64_t WeightTable::prepared_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const WeightGroup& group : groups) {
+    for (const WeightEntry& entry : group.entries) {
+      bytes += std::uint64_t(entry.n_elements()) * (entry.kind == WeightKind::vector ? 4 : 2);
+    }
+  }
+  return bytes;
+}
+
+void LoadedWeights::add(std::string name, Weight weight) { weights_.insert_or_assign(std::move(name), weight); }
+
+const Weight* LoadedWeights::find(std::string_view name) const {
+  const auto it = weights_.find(name);
+  return it == weights_.end() ? nullptr : &it->second;
+}
+
+const Weight& LoadedWeights::at(std::string_view name) const {
+  const Weight* weight = find(name);
+  if (!weight) fail(ExitCode::failure, "internal: the model has no weight '{}'", name);
+  return *weight;
+}
+
+helios::Tensor LoadedWeights::tensor_or_empty(std::string_view name) const {
+  const Weight* weight = find(name);
+  return weight ? weight->values : helios::Tensor{};
+}
+
+std::map<const void*, std::string> LoadedWeights::roles_by_address(const WeightTable& table) const {
+  std::map<const void*, std::string> roles;
+  for (const WeightGroup& group : table.groups) {
+    for (const WeightEntry& entry : group.entries) {
+      if (entry.kind == WeightKind::vector) continue;
+      if (const Weight* weight = find(entry.name)) roles.emplace(weight->values.data, entry.role);
+    }
+  }
+  for (const auto& [alias, target] : table.aliases) {
+    const WeightEntry* entry = table.find(alias);
+    if (const Weight* weight = find(alias); weight && !entry) roles.insert_or_assign(weight->values.data, alias);
+  }
+  return roles;
+}
+
+}  // namespace flare::model
