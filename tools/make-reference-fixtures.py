@@ -6,13 +6,15 @@
 # Run on a machine with an NVIDIA GPU, PyTorch, transformers, safetensors and tokenizers:
 #   python3 tools/make-reference-fixtures.py --out /tmp/fixtures
 #   tar -C tests/data/models -xf /tmp/fixtures/fixtures.tar
+# `--only NAME[,NAME]` builds just those fixtures (demo-heldout names the demo model's numbers) with the
+# seeds they have in a full run, so the others are left as they are.
 #
 # Each fixture folder holds the checkpoint (config.json + safetensors, sharded for some) and
 # reference.safetensors: prompt.<i> (I32 [n]), logits.<i> (F32 [n, vocab], every position),
 # greedy.<i> (I32 [32], greedy continuation with a KV cache), margin.<i> (F32 [32], top-1 minus
 # top-2 logit at each greedy step). The reference runs in FP32 (TF32 off, eager attention) on weights
 # that are exactly representable in BF16, so a BF16-weight / FP32-activation backend can match closely.
-import argparse, io, json, lzma, math, os, shutil, sys, tarfile
+import argparse, io, json, lzma, math, os, shutil, sys, tarfile, traceback
 
 import torch
 import transformers
@@ -39,9 +41,30 @@ def rope_kwargs(theta, scaling):
     return out
 
 
+def gemma3_rope_kwargs(local_theta, global_theta, global_scaling):
+    """Gemma 3's two rope settings, sliding layers at the local theta unscaled and full-attention layers
+    at the global theta with the scaling, in the config style of the installed transformers: v5 keys
+    rope_parameters by layer type, v4 has rope_local_base_freq beside rope_theta and rope_scaling."""
+    if V5:
+        full = {"rope_type": "default", "rope_theta": global_theta}
+        if global_scaling:
+            full.update(global_scaling)
+        return {"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": local_theta},
+                                    "full_attention": full}}
+    out = {"rope_theta": global_theta, "rope_local_base_freq": local_theta}
+    if global_scaling:
+        out["rope_scaling"] = global_scaling
+    return out
+
+
 # name -> (config class name, config kwargs, weight dtype, max shard size or None)
 COMMON = dict(vocab_size=256, num_hidden_layers=2, rms_norm_eps=1e-6, hidden_act="silu",
               initializer_range=0.08, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+# Gemma 3 names its activation hidden_activation (GeGLU); its layer count is per fixture.
+GEMMA3_COMMON = dict(vocab_size=256, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+                     initializer_range=0.08, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                     attention_bias=False, attn_logit_softcapping=None)
+FAMILY_COMMON = {"Gemma3TextConfig": GEMMA3_COMMON}
 FIXTURES = {
     "llama-gqa2-hd64-untied-sharded": ("LlamaConfig", dict(
         hidden_size=128, intermediate_size=192, num_attention_heads=2, num_key_value_heads=1, head_dim=64,
@@ -73,19 +96,32 @@ FIXTURES = {
         hidden_size=128, intermediate_size=192, num_attention_heads=2, num_key_value_heads=1, head_dim=64,
         max_position_embeddings=256, tie_word_embeddings=False, sliding_window=8,
         **rope_kwargs(10000.0, None)), torch.bfloat16, None),
+    # Added last so that every fixture above keeps its seed (the enumeration index in main()).
+    "gemma3-gqa2-hd64-window8": ("Gemma3TextConfig", dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=64, query_pre_attn_scalar=48, max_position_embeddings=256, tie_word_embeddings=True,
+        sliding_window=8, layer_types=["sliding_attention"] * 5 + ["full_attention"], final_logit_softcapping=30.0,
+        **gemma3_rope_kwargs(10000.0, 1000000.0, {"rope_type": "linear", "factor": 2.0})), torch.bfloat16, None),
+    "gemma3-gqa2-hd256-untied-window16": ("Gemma3TextConfig", dict(
+        hidden_size=128, intermediate_size=128, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=256, query_pre_attn_scalar=256, max_position_embeddings=256, tie_word_embeddings=False,
+        sliding_window=16, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        final_logit_softcapping=None, **gemma3_rope_kwargs(10000.0, 1000000.0, None)), torch.bfloat16, None),
 }
 PROMPT_LENGTHS = [7, 13, 21, 1]
 
 
 def make_model(config_name, kwargs, seed):
     torch.manual_seed(seed)
-    config = getattr(transformers, config_name)(**COMMON, **kwargs)
+    config = getattr(transformers, config_name)(**FAMILY_COMMON.get(config_name, COMMON), **kwargs)
     config._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(config, **{DTYPE_ARG: torch.float32})
+    # Gemma's RMSNorm scales by (1 + w), so its norm weights are drawn around 0 rather than 1.
+    norm_center = 0.0 if config_name.startswith("Gemma") else 1.0
     with torch.no_grad():  # random norm scales and biases, so that applying them is tested too
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+                p.copy_(norm_center + 0.2 * torch.randn_like(p))
             elif name.endswith(".bias"):
                 p.copy_(0.1 * torch.randn_like(p))
             elif name.endswith("embed_tokens.weight"):
@@ -141,6 +177,92 @@ def build_fixture(root, name, spec, seed):
         "precision": "fp32 activations, eager attention, TF32 off"})
     min_margin = min(float(ref[f"margin.{i}"].min()) for i in range(len(prompts)))
     print(f"{name}: {sum(p.numel() for p in model.parameters())} params, min greedy margin {min_margin:.4f}", flush=True)
+    if config_name == "Gemma3TextConfig":
+        try:  # a report only: the fixture is transformers' output whatever this finds
+            check_gemma3(path, name, prompts, ref)
+        except Exception as e:
+            print(f"{name}: independent check FAILED to run: {type(e).__name__}: {e}", flush=True)
+            traceback.print_exc()
+
+
+@torch.no_grad()
+def gemma3_logits(path, ids):
+    """Gemma 3 written out from config.json and the saved weights alone, as a runtime reads them: FP32,
+    full causal attention on the given ids (no cache). For check_gemma3 to compare with transformers."""
+    from safetensors.torch import load_file
+    cfg = json.load(open(os.path.join(path, "config.json")))
+    w = {k: v.float().to(DEVICE) for k, v in load_file(os.path.join(path, "model.safetensors")).items()}
+    pre = next(k for k in w if k.endswith("embed_tokens.weight"))[:-len("embed_tokens.weight")]
+    hidden, n_heads, n_kv, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps = cfg["rms_norm_eps"]
+
+    def norm(x, name):  # (1 + w) RMSNorm over the last dim
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w[name])
+
+    def rope_of(layer_type):
+        if "rope_parameters" in cfg:  # v5: keyed by layer type
+            return cfg["rope_parameters"][layer_type]
+        if layer_type == "sliding_attention":
+            return {"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]}
+        return {"rope_type": "default", "rope_theta": cfg["rope_theta"], **(cfg.get("rope_scaling") or {})}
+
+    def rotate(t):
+        return torch.cat([-t[..., hd // 2:], t[..., :hd // 2]], -1)
+
+    n = len(ids)
+    pos = torch.arange(n, device=DEVICE, dtype=torch.float32)
+    q_idx, k_idx = pos[:, None], pos[None, :]
+    x = w[pre + "embed_tokens.weight"][torch.tensor(ids, device=DEVICE)] * hidden ** 0.5  # HF: an FP32 buffer
+    for i, layer_type in enumerate(cfg["layer_types"]):
+        p = f"{pre}layers.{i}."
+        h = norm(x, p + "input_layernorm.weight")
+        q = norm((h @ w[p + "self_attn.q_proj.weight"].T).view(n, n_heads, hd), p + "self_attn.q_norm.weight")
+        k = norm((h @ w[p + "self_attn.k_proj.weight"].T).view(n, n_kv, hd), p + "self_attn.k_norm.weight")
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).view(n, n_kv, hd)
+        rope = rope_of(layer_type)
+        inv_freq = 1.0 / (rope["rope_theta"] ** (torch.arange(0, hd, 2, device=DEVICE, dtype=torch.float32) / hd))
+        if rope["rope_type"] == "linear":
+            inv_freq = inv_freq / rope["factor"]
+        elif rope["rope_type"] != "default":
+            raise ValueError(f"rope_type {rope['rope_type']} is not written out here")
+        angles = torch.cat([pos[:, None] * inv_freq[None, :]] * 2, -1)[:, None, :]  # [n, 1, hd]
+        q = q * angles.cos() + rotate(q) * angles.sin()
+        k = k * angles.cos() + rotate(k) * angles.sin()
+        k, v = k.repeat_interleave(n_heads // n_kv, 1), v.repeat_interleave(n_heads // n_kv, 1)
+        scores = torch.einsum("qhd,khd->hqk", q, k) * cfg["query_pre_attn_scalar"] ** -0.5
+        allowed = k_idx <= q_idx
+        if layer_type == "sliding_attention":
+            allowed = allowed & (k_idx > q_idx - cfg["sliding_window"])  # the last sliding_window positions
+        scores = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+        attn = torch.einsum("hqk,khd->qhd", scores, v).reshape(n, n_heads * hd)
+        x = x + norm(attn @ w[p + "self_attn.o_proj.weight"].T, p + "post_attention_layernorm.weight")
+        h = norm(x, p + "pre_feedforward_layernorm.weight")
+        gate = torch.nn.functional.gelu(h @ w[p + "mlp.gate_proj.weight"].T, approximate="tanh")
+        mlp = (gate * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+        x = x + norm(mlp, p + "post_feedforward_layernorm.weight")
+    logits = norm(x, pre + "norm.weight") @ w.get("lm_head.weight", w[pre + "embed_tokens.weight"]).T
+    cap = cfg.get("final_logit_softcapping")
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def check_gemma3(path, name, prompts, ref):
+    """Prints what transformers wrote into config.json for Gemma 3, how far gemma3_logits is from its
+    logits, and whether a no-cache forward over prompt + greedy picks the greedy tokens (which checks
+    transformers' sliding-window KV cache against plain masking)."""
+    cfg = json.load(open(os.path.join(path, "config.json")))
+    keys = ("layer_types", "sliding_window", "rope_parameters", "rope_theta", "rope_local_base_freq", "rope_scaling",
+            "sliding_window_pattern", "query_pre_attn_scalar", "final_logit_softcapping", "attn_logit_softcapping")
+    print(f"{name}: config.json " + json.dumps({k: cfg[k] for k in keys if k in cfg}), flush=True)
+    worst, agree, total = 0.0, 0, 0
+    for i, prompt in enumerate(prompts):
+        mine = gemma3_logits(path, prompt).cpu()
+        worst = max(worst, float((mine - ref[f"logits.{i}"]).abs().max()))
+        greedy = ref[f"greedy.{i}"].tolist()
+        full = gemma3_logits(path, prompt + greedy[:-1]).cpu()[len(prompt) - 1:]
+        agree += sum(int(a == b) for a, b in zip(full.argmax(-1).tolist(), greedy))
+        total += len(greedy)
+    print(f"{name}: independent forward max |logit diff| {worst:.3e}; its argmax follows the cached greedy "
+          f"path at {agree}/{total} steps", flush=True)
 
 
 @torch.no_grad()
@@ -227,24 +349,42 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parser.add_argument("--only", metavar="NAME[,NAME]",
+                        help="build only these fixtures (demo-heldout: the demo model's numbers); the tar then "
+                             "holds only them, so extracting it leaves the other fixtures as they are")
     args = parser.parse_args()
+    known = list(FIXTURES) + ["demo-heldout"]
+    only = set(known) if args.only is None else {n.strip() for n in args.only.split(",") if n.strip()}
+    unknown = sorted(only - set(known))
+    if unknown or not only:
+        parser.error(f"--only: unknown fixture {', '.join(unknown) or '(none named)'}; known: {', '.join(known)}")
     root = os.path.join(args.out, "models")
     os.makedirs(root, exist_ok=True)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {DEVICE}", flush=True)
-    for seed, (name, spec) in enumerate(FIXTURES.items()):
+    failed = []
+    for seed, (name, spec) in enumerate(FIXTURES.items()):  # seeds from the full list, whatever --only says
+        if name not in only:
+            continue
         try:
             build_fixture(root, name, spec, seed)
         except Exception as e:  # keep going: one family's failure should not lose the others
             print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+            traceback.print_exc()
+            failed.append(name)
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-    try:
-        demo_reference(args.repo, root)
-    except Exception as e:
-        print(f"demo: FAILED {type(e).__name__}: {e}", flush=True)
+    if "demo-heldout" in only:
+        try:
+            demo_reference(args.repo, root)
+        except Exception as e:
+            print(f"demo: FAILED {type(e).__name__}: {e}", flush=True)
+            traceback.print_exc()
+            failed.append("demo-heldout")
     with tarfile.open(os.path.join(args.out, "fixtures.tar"), "w") as tar:
         tar.add(root, arcname=".")
     shutil.rmtree(root)
-
+    if failed:
+        print(f"FAILED: {', '.join(failed)} (not in the tar)", flush=True)
+        sys.exit(1)
 
 if __name__ == "__main__":
     main()

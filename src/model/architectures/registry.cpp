@@ -7,11 +7,11 @@
 
 namespace flare::model {
 
-extern const Architecture k_llama, k_qwen3, k_qwen2, k_mistral;
+extern const Architecture k_llama, k_qwen3, k_qwen2, k_mistral, k_gemma3;
 
 namespace {
 
-const std::array k_architectures = {&k_llama, &k_qwen3, &k_qwen2, &k_mistral};
+const std::array k_architectures = {&k_llama, &k_qwen3, &k_qwen2, &k_mistral, &k_gemma3};
 
 }  // namespace
 

@@ -83,6 +83,21 @@ std::vector<Recipe> declare_recipes() {
   // Its generation_config.json declares no sampling values: transformers' neutral defaults.
   mistral.sampling = {1.0f, 1.0f, 0, 0.0f, 1.0f};
   recipes.push_back(mistral);
+
+  // Gemma 3 text (the 1B instruction model is the text-only Gemma3ForCausalLM checkpoint). Its
+  // revision is not pinned yet: no checkpoint is qualified until a run against the real weights.
+  Recipe gemma3;
+  gemma3.name = "gemma-3-1b-it";
+  gemma3.canonical_name = "gemma-3-1b-it";
+  gemma3.aliases = {"gemma-3-1b-it", "gemma-3-1b"};
+  gemma3.checkpoint = {CheckpointSource::Kind::hub, "google/gemma-3-1b-it", "", ""};
+  gemma3.architectures = {"Gemma3ForCausalLM"};
+  gemma3.license = "gemma";
+  gemma3.license_url = "https://ai.google.dev/gemma/terms";
+  gemma3.tensor_parallel_sizes = {1, 2};
+  gemma3.context_ceiling = 32768;
+  gemma3.sampling = {1.0f, 0.95f, 64, 0.0f, 1.0f};  // model card: temperature 1, top_k 64, top_p 0.95
+  recipes.push_back(gemma3);
   return recipes;
 }
 
