@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <initializer_list>
 
 #include <fmt/format.h>
 
@@ -61,6 +62,14 @@ std::vector<helios::DType> parse_kv_dtypes(std::string_view text) {
   return dtypes;
 }
 
+helios::cuda::DependentLaunch parse_dependent_launch(std::string_view text) {
+  using helios::cuda::DependentLaunch;
+  for (const DependentLaunch mode : {DependentLaunch::early_work, DependentLaunch::all, DependentLaunch::off}) {
+    if (text == helios::cuda::dependent_launch_name(mode)) return mode;
+  }
+  fail_usage("--dependent-launch: '{}' is not a launch mode (early-work, all, off)", text);
+}
+
 void bench_options_validate(const BenchOptions& o) {
   if (o.gpu < 0) fail_usage("--gpus: {} is not a GPU index", o.gpu);
   if (o.batches.empty()) fail_usage("--batches: at least one batch is needed");
@@ -87,6 +96,14 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
     }
     if (name == "--no-breakdown") {
       o.breakdown = false;
+      continue;
+    }
+    if (name == "--no-stream-gemm") {
+      o.backend.stream_gemm = false;
+      continue;
+    }
+    if (name == "--gemm-race-log") {
+      o.backend.gemm_race_log = true;
       continue;
     }
     if (name.rfind("--", 0) != 0) fail_usage("unexpected argument '{}'", name);
@@ -133,6 +150,8 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       o.json_path = value;
     } else if (name == "--kernel-cache") {
       o.kernel_cache = value;
+    } else if (name == "--dependent-launch") {
+      o.backend.dependent_launch = parse_dependent_launch(value);
     } else {
       fail_usage("unknown option {} (see --help)", name);
     }
@@ -164,6 +183,11 @@ std::string bench_args_usage() {
          "  --seed N               random weights, KV and tokens              [1]\n"
          "  --json PATH            also write the report as JSON\n"
          "  --kernel-cache PATH    compiled kernel cache      [~/.cache/flare/kernels]\n"
+         "CUDA backend switches, for measuring what a kernel or launch mode brings:\n"
+         "  --no-stream-gemm       leave the sm_90 streaming GEMM out of the GEMM races\n"
+         "  --dependent-launch M   programmatic dependent launch (sm_90+): early-work\n"
+         "                         (the GEMMs, decode attention), all, off    [early-work]\n"
+         "  --gemm-race-log        print each GEMM race's entrants and times on stderr\n"
          "Exits 1 with a message when no GPU is usable, 2 on a usage error.\n";
 }
 

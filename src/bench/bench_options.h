@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "helios/cuda/cuda_backend_options.h"
 #include "helios/dtype.h"
 
 namespace flare::bench {
@@ -32,12 +33,17 @@ struct BenchOptions {
   std::uint64_t seed = 1;                                  // random weights, KV and tokens
   std::optional<std::filesystem::path> json_path;          // --json / --output
   std::optional<std::filesystem::path> kernel_cache;       // default: [paths].kernel_cache default
+  // The CUDA backend's measurement switches (--no-stream-gemm, --dependent-launch, --gemm-race-log);
+  // the defaults are what flare run serves with. The sampler's switches are for tests only.
+  helios::cuda::CudaBackendOptions backend;
 };
 
 // "1,2,4": distinct positive integers (order kept); `option` names the flag in errors.
 std::vector<std::int32_t> parse_positive_list(std::string_view text, std::string_view option);
 // "bf16", "fp8" (f8_e4m3), or a comma list of them.
 std::vector<helios::DType> parse_kv_dtypes(std::string_view text);
+// "early-work", "all" or "off" (--dependent-launch).
+helios::cuda::DependentLaunch parse_dependent_launch(std::string_view text);
 // Range checks shared by both front ends.
 void bench_options_validate(const BenchOptions& options);
 

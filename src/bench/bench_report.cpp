@@ -26,8 +26,24 @@ nlohmann::json timing_json(const Timing& t) {
           {"host_enqueue_ms", t.host_enqueue_ms}, {"samples_ms", t.samples_ms}};
 }
 
+// The measurement switches (--no-stream-gemm, --dependent-launch) that differ from the defaults,
+// e.g. "stream GEMM off, dependent launch all"; empty at the defaults.
+std::string backend_switches(const helios::cuda::CudaBackendOptions& o) {
+  const helios::cuda::CudaBackendOptions defaults;
+  std::string out;
+  if (o.stream_gemm != defaults.stream_gemm) out = o.stream_gemm ? "stream GEMM on" : "stream GEMM off";
+  if (o.dependent_launch != defaults.dependent_launch) {
+    out += fmt::format("{}dependent launch {}", out.empty() ? "" : ", ",
+                       helios::cuda::dependent_launch_name(o.dependent_launch));
+  }
+  return out;
+}
+
 void table_rates(std::string& out, const BenchReport& r) {
   out += fmt::format("device: {} ({}, {:.1f} GiB)\n", r.device_name, r.device_arch, double(r.device_bytes) / (1 << 30));
+  if (const std::string switches = backend_switches(r.options.backend); !switches.empty()) {
+    out += fmt::format("backend switches: {} (not what flare run serves with)\n", switches);
+  }
   out += fmt::format("model: {} - {}\n", r.model_name, r.model_source);
   out += fmt::format("  {:.2f}B parameters, {} matrices; {:.2f} GB of weights read per decode step (embedding table "
                      "excluded)\n",
@@ -181,7 +197,11 @@ nlohmann::json report_json(const BenchReport& r) {
        {{"gpu", o.gpu}, {"batches", o.batches}, {"contexts", o.contexts}, {"prefill_tokens", o.prefill_tokens},
         {"kv_dtypes", kv}, {"weights", r.options.weights == helios::DType::f8_e4m3 ? "fp8" : "bf16"},
         {"attention_batch", o.attention_batch}, {"attention_context", o.attention_context},
-        {"warmup", o.warmup}, {"repetitions", o.repetitions}, {"seed", o.seed}}},
+        {"warmup", o.warmup}, {"repetitions", o.repetitions}, {"seed", o.seed},
+        {"backend",
+         {{"stream_gemm", o.backend.stream_gemm},
+          {"dependent_launch", std::string(helios::cuda::dependent_launch_name(o.backend.dependent_launch))},
+          {"gemm_race_log", o.backend.gemm_race_log}}}}},
       {"rates",
        {{"copy_bytes", r.rates.copy_bytes}, {"copy_gbs", r.rates.copy_gbs}, {"copy", timing_json(r.rates.copy)},
         {"gemm_shape", {r.rates.gemm_m, r.rates.gemm_n, r.rates.gemm_k}}, {"gemm_tflops", r.rates.gemm_tflops},

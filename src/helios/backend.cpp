@@ -42,6 +42,24 @@ Tensor Tensor::of(const Buffer& buffer, DType dtype, std::int64_t rows, std::int
   return Tensor{buffer.data(), dtype, rows, cols, cols};
 }
 
+Tensor Tensor::of_batched(const Buffer& buffer, DType dtype, std::int64_t n_batch, std::int64_t rows,
+                          std::int64_t cols) {
+  if (n_batch < 1 || std::size_t(n_batch * rows * cols) * dtype_size_bytes(dtype) > buffer.size_bytes()) {
+    fail(ExitCode::failure, "internal: tensor [{}, {}, {}] {} exceeds its buffer of {} bytes", n_batch, rows, cols,
+         dtype_name(dtype), buffer.size_bytes());
+  }
+  return Tensor{buffer.data(), dtype, rows, cols, cols, n_batch, rows * cols};
+}
+
+Tensor Tensor::batch(std::int64_t index) const {
+  if (index < 0 || index >= n_batch) fail(ExitCode::failure, "internal: matrix {} of a stack of {}", index, n_batch);
+  Tensor out = *this;
+  out.data = static_cast<char*>(data) + index * batch_stride * std::int64_t(dtype_size_bytes(dtype));
+  out.n_batch = 1;
+  out.batch_stride = 0;
+  return out;
+}
+
 Tensor Tensor::slice_cols(std::int64_t begin, std::int64_t n) const {
   Tensor out = *this;
   out.data = static_cast<char*>(data) + begin * std::int64_t(dtype_size_bytes(dtype));
@@ -100,9 +118,15 @@ void Backend::rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, Tens
   kv_store(cache, layer, k, v);
 }
 
-void Backend::linear_fp8(const Tensor&, const Tensor&, const WeightScales&, const Tensor*, Tensor) {
+void Backend::linear_fp8(const Tensor&, const Tensor&, const QuantizedWeight&, const Tensor*, Tensor) {
   fail(ExitCode::failure, "internal: the {} backend keeps no FP8 weights", name());
 }
+
+void Backend::geglu(const Tensor&, Tensor) { fail(ExitCode::failure, "internal: the {} backend has no geglu", name()); }
+
+void Backend::soft_cap(Tensor, float) { fail(ExitCode::failure, "internal: the {} backend has no soft_cap", name()); }
+
+void Backend::scale(Tensor, float) { fail(ExitCode::failure, "internal: the {} backend has no scale", name()); }
 
 std::unique_ptr<StepGraph> Backend::capture(const std::function<void()>&) {
   fail(ExitCode::failure, "internal: the {} backend cannot capture step graphs", name());

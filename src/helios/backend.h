@@ -35,26 +35,39 @@ class Buffer {
   virtual std::size_t size_bytes() const = 0;
 };
 
-// A 2-D row-major view: rows x cols elements, `stride` elements between row starts (>= cols).
+// A row-major view of rows x cols elements, `stride` elements between row starts (>= cols), with
+// an optional leading batch dimension (a stack of experts): n_batch matrices, batch_stride elements
+// apart. Operations take 2-D views (n_batch 1) unless they say otherwise.
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::f32;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   std::int64_t stride = 0;
+  std::int64_t n_batch = 1;
+  std::int64_t batch_stride = 0;
 
   static Tensor of(const Buffer& buffer, DType dtype, std::int64_t rows, std::int64_t cols);
-  std::size_t size_bytes() const { return std::size_t(rows * stride) * dtype_size_bytes(dtype); }
+  // [n_batch, rows, cols], densely packed.
+  static Tensor of_batched(const Buffer& buffer, DType dtype, std::int64_t n_batch, std::int64_t rows,
+                           std::int64_t cols);
+  std::size_t size_bytes() const {
+    return std::size_t(n_batch > 1 ? n_batch * batch_stride : rows * stride) * dtype_size_bytes(dtype);
+  }
   bool empty() const { return data == nullptr; }
   Tensor slice_cols(std::int64_t begin, std::int64_t n) const;  // a column range, same rows
   Tensor slice_rows(std::int64_t begin, std::int64_t n) const;
+  Tensor batch(std::int64_t index) const;  // the index-th matrix, 2-D
 };
 
-// The block scales of an FP8 E4M3 weight [n, k]: its element (i, j) stands for
-// e4m3(i, j) * scales[i / block_rows][j / block_cols], scales f32 [ceil(n / block_rows),
-// ceil(k / block_cols)]. A per-tensor scale is one block of the whole matrix, per-channel scales a
-// block per row.
-struct WeightScales {
+// How a weight's stored values stand for real ones (none: the values are the weight, BF16 or F32).
+// FP8 E4M3 [n, k]: element (i, j) stands for e4m3(i, j) * scales[i / block_rows][j / block_cols],
+// scales f32 [ceil(n / block_rows), ceil(k / block_cols)]; a per-tensor scale is one block of the
+// whole matrix, per-channel scales a block per row. MXFP4 (blocks of 32 along k with E8M0 scales)
+// is the next format; no backend takes it yet.
+struct QuantizedWeight {
+  enum class Format : std::uint8_t { none, fp8_e4m3, mxfp4 };
+  Format format = Format::none;
   Tensor scales;
   std::int32_t block_rows = 0, block_cols = 0;
 };
@@ -209,14 +222,14 @@ class Backend {
   // out = x @ weight^T (+ bias): x [m, k] activations, weight [n, k] bf16, bias [1, n] f32, out [m, n].
   virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor out) = 0;
   // FP8 weights kept as FP8: whether the backend takes a weight [rows, cols] f8_e4m3 with scales in
-  // blocks of block_rows x block_cols (WeightScales) in linear_fp8 (out = x @ dequantized(weight)^T
+  // blocks of block_rows x block_cols (QuantizedWeight) in linear_fp8 (out = x @ dequantized(weight)^T
   // (+ bias), like linear). The loader dequantizes FP8 weights to BF16 where it answers false, so
   // such a backend never sees one in linear_fp8.
   virtual bool supports_fp8_weights(std::int64_t /*rows*/, std::int64_t /*cols*/, std::int32_t /*block_rows*/,
                                     std::int32_t /*block_cols*/) {
     return false;
   }
-  virtual void linear_fp8(const Tensor& x, const Tensor& weight, const WeightScales& scales, const Tensor* bias,
+  virtual void linear_fp8(const Tensor& x, const Tensor& weight, const QuantizedWeight& scales, const Tensor* bias,
                           Tensor out);
   // Called once the FP8 weights are loaded, before any step, with the largest k among them: the
   // backend loads and sizes what linear_fp8 needs then (nothing may be allocated inside a capture).
@@ -236,6 +249,16 @@ class Backend {
   virtual void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) = 0;
   // out = silu(gate) * up, gate_up [n_tokens, 2*inter] (gate first), out [n_tokens, inter].
   virtual void swiglu(const Tensor& gate_up, Tensor out) = 0;
+  // out = gelu_tanh(gate) * up, shaped as swiglu (Gemma's MLP), with swiglu's numerics (F32 math,
+  // one rounding to the activation dtype). gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+  // PyTorch's gelu(approximate="tanh"). geglu, soft_cap and scale fail by default (backend.cpp): a
+  // backend without them runs no model that needs them.
+  virtual void geglu(const Tensor& gate_up, Tensor out);
+  // In place x = cap * tanh(x / cap), x [rows, vocab] f32 logits (Gemma's final logit soft-capping).
+  virtual void soft_cap(Tensor x, float cap);
+  // In place x *= factor, x [rows, cols] activations (Gemma scales its embeddings by sqrt(hidden)):
+  // F32 math, rounded once to the activation dtype.
+  virtual void scale(Tensor x, float factor);
   // out[i] = x[i-th token whose logits the step wants], out [n_logit_rows, cols].
   virtual void gather_logit_rows(const Tensor& x, Tensor out) = 0;
 

@@ -22,6 +22,7 @@ bench::BenchOptions bench_options_from(const BenchCommandOptions& options) {
   if (options.batches) o.batches = bench::parse_positive_list(*options.batches, "--batches");
   if (options.contexts) o.contexts = bench::parse_positive_list(*options.contexts, "--contexts");
   if (options.kv_dtype) o.kv_dtypes = bench::parse_kv_dtypes(*options.kv_dtype);
+  if (options.dependent_launch) o.backend.dependent_launch = bench::parse_dependent_launch(*options.dependent_launch);
   bench::bench_options_validate(o);
   return o;
 }
@@ -85,6 +86,13 @@ void add_bench_command(CLI::App& app) {
   command->add_flag_function("--no-breakdown", [options](std::int64_t) { options->bench.breakdown = false; },
                     "Skip the per-operation table of a decode step");
   command->add_option("--output", b.json_path, "JSON report (rewritten after each part; the table still prints)");
+  command->add_flag_function(
+      "--no-stream-gemm", [options](std::int64_t) { options->bench.backend.stream_gemm = false; },
+      "Leave the sm_90 streaming GEMM out of the GEMM races (to measure what it brings)");
+  command->add_option("--dependent-launch", options->dependent_launch,
+                      "Programmatic dependent launch (sm_90+) for the kernels with early work (early-work, the "
+                      "default), every kernel (all) or none (off)");
+  command->add_flag("--gemm-race-log", b.backend.gemm_race_log, "Print each GEMM race's entrants and times on stderr");
   command->add_option("--config", options->config, "Configuration file (default ~/.config/flare/config.toml)");
 }
 

@@ -20,6 +20,7 @@ struct BenchCommandOptions {
   std::string model;                            // MODEL (default: [defaults] model, then llama-3.1-8b)
   std::optional<std::string> gpus;              // --gpus: one index
   std::optional<std::string> batches, contexts, kv_dtype;
+  std::optional<std::string> dependent_launch;  // --dependent-launch
   std::optional<std::filesystem::path> config;  // --config
   bench::BenchOptions bench;                    // the rest, set directly by the flags
 };

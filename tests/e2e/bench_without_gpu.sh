@@ -27,8 +27,12 @@ expect 1 "no usable GPU" "$BIN/ignition" bench qwen3-8b --batches 1 --prefill 0
 expect 2 "unknown model 'no-such-model'" "$BIN/ignition" bench no-such-model
 expect 2 "--batches: 4 is listed twice" "$BIN/ignition" bench llama-3.1-8b --batches 4,4
 expect 2 "one GPU" "$BIN/ignition" bench llama-3.1-8b --gpus 0,1
+expect 1 "no usable GPU" "$BIN/ignition" bench llama-3.1-8b --no-stream-gemm --dependent-launch all --gemm-race-log
+expect 2 "'sometimes' is not a launch mode" "$BIN/ignition" bench llama-3.1-8b --dependent-launch sometimes
 if [[ -x "$BIN/bench/cuda_forward_bench" ]]; then
   expect 1 "no usable GPU" "$BIN/bench/cuda_forward_bench" --shape qwen3-8b
   expect 2 "is neither a known shape" "$BIN/bench/cuda_forward_bench" --shape no-such-shape
   expect 2 "'fp16' is not a KV dtype" "$BIN/bench/cuda_forward_bench" --kv-dtype fp16
+  expect 1 "no usable GPU" "$BIN/bench/cuda_forward_bench" --no-stream-gemm --dependent-launch off --gemm-race-log
+  expect 2 "'1' is not a launch mode" "$BIN/bench/cuda_forward_bench" --dependent-launch 1
 fi

@@ -1,11 +1,11 @@
 // The CUDA attention kernels against the CPU backend (the reference) on fresh random pages and
 // queries: split-KV decode (pure decode steps) and the tensor-core prefill kernel (mixed steps),
-// GQA 32/8, 16/8, 4/4 and wider groups, head sizes 64 and 128, sliding windows, BF16 and FP8 E4M3
-// pages. Both backends read the same page bytes; every byte neither may read (pages outside the
-// tables, slots past a row's length or before its window, the other layer) holds NaN, and outputs
-// and their row padding are poisoned, so stray reads and unwritten outputs show. FP8 KV stores are
-// compared bit for bit with the CPU's. Also prints decode and prefill timings (informational).
-// Skips without a GPU or NVRTC.
+// GQA 32/8, 16/8, 4/4 and wider groups, head sizes 64, 128 and 256 (Gemma 3: GQA 2:1, 4:1 and 8:1),
+// sliding windows, BF16 and FP8 E4M3 pages. Both backends read the same page bytes; every byte
+// neither may read (pages outside the tables, slots past a row's length or before its window, the
+// other layer) holds NaN, and outputs and their row padding are poisoned, so stray reads and
+// unwritten outputs show. FP8 KV stores are compared bit for bit with the CPU's. Also prints decode
+// and prefill timings (informational). Skips without a GPU or NVRTC.
 #ifdef FLARE_HAVE_CUDA
 
 #include <algorithm>
@@ -103,9 +103,10 @@ class CudaAttention : public BackendVersusCpuTest {
     return bytes;
   }
 
-  // One attention call on both backends over the same pages; compares the outputs.
+  // One attention call on both backends over the same pages; compares the outputs. q's rows are
+  // q_pad elements longer than its width on the GPU (8 keeps them 16-byte aligned).
   void check(const std::string& what, const Heads& h, DType kv_dtype, const Rows& rows, int window, int page_size,
-             float q_scale, float atol, float rtol) {
+             float q_scale, float atol, float rtol, int q_pad = 8) {
     std::int32_t n_pages = 0;
     const Step step = make_step(rows, page_size, &n_pages);
     const KvCacheLayout layout{2, n_pages, page_size, h.n_kv_heads, h.head_dim, kv_dtype};
@@ -117,14 +118,15 @@ class CudaAttention : public BackendVersusCpuTest {
     const std::int64_t n = step.n_tokens(), width = std::int64_t(h.n_heads) * h.head_dim;
     const auto q = random_bf16(std::size_t(n * width), q_scale);
     Matrix cq = host_f32(cpu_, q, n, width), cout = host_f32(cpu_, {}, n, width);
-    Matrix gq = device_bf16(*gpu_, q, n, width, width + 8), gout = device_bf16(*gpu_, {}, n, width, width + 6);
+    Matrix gq = device_bf16(*gpu_, q, n, width, width + q_pad), gout = device_bf16(*gpu_, {}, n, width, width + 6);
     const AttentionParams p{k_layer, h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim)), window};
     cpu_.begin_step(step, cpu_kv);
     gpu_->begin_step(step, gpu_kv);
     cpu_.attention(cpu_kv, cq.t, p, cout.t);
     gpu_->attention(gpu_kv, gq.t, p, gout.t);
-    const std::string label = fmt::format("{} {}/{}x{} {} w={} pg={} rows={}", what, h.n_heads, h.n_kv_heads, h.head_dim,
-                                          dtype_name(kv_dtype), window, page_size, rows.size());
+    const std::string label = fmt::format("{} {}/{}x{} {} w={} pg={} rows={}{}", what, h.n_heads, h.n_kv_heads,
+                                          h.head_dim, dtype_name(kv_dtype), window, page_size, rows.size(),
+                                          q_pad % 8 != 0 ? " q unaligned" : "");
     expect_close(label, device_values(*gpu_, gout), host_values(cout), atol, rtol);
   }
 
@@ -188,86 +190,149 @@ TEST_F(CudaAttention, PrefillMatchesTheCpu) {
   }
 }
 
-TEST_F(CudaAttention, Fp8KvStoreMatchesTheCpuBitForBit) {
-  const Heads h{8, 4, 128};
-  const Rows rows = {{37, 0}, {1, 20}, {5, 3}};
-  std::int32_t n_pages = 0;
-  const Step step = make_step(rows, 16, &n_pages);
-  const KvCacheLayout layout{2, n_pages, 16, h.n_kv_heads, h.head_dim, DType::f8_e4m3};
-  KvCache cpu_kv = cpu_.allocate_kv_cache(layout), gpu_kv = gpu_->allocate_kv_cache(layout);
-  const std::vector<std::uint8_t> zeros(layout.size_bytes(), 0);
-  std::memcpy(cpu_kv.storage->data(), zeros.data(), zeros.size());
-  gpu_->upload(*gpu_kv.storage, 0, zeros.data(), zeros.size());
-  cpu_.begin_step(step, cpu_kv);
-  gpu_->begin_step(step, gpu_kv);
-  const std::int64_t n = step.n_tokens(), width = std::int64_t(h.n_kv_heads) * h.head_dim;
-  for (std::int32_t layer = 0; layer < 2; ++layer) {
-    // Wide magnitudes: saturation past 448, subnormals below 2^-6, ties of the 3-bit mantissa.
-    auto k = random_bf16(std::size_t(n * width), 1.0f), v = random_bf16(std::size_t(n * width), 200.0f);
-    for (std::size_t i = 0; i < k.size(); i += 3) k[i] = f32_to_bf16(bf16_to_f32(k[i]) * 0.01f);
-    Matrix ck = host_f32(cpu_, k, n, width), cv = host_f32(cpu_, v, n, width);
-    Matrix gk = device_bf16(*gpu_, k, n, width, width + 8), gv = device_bf16(*gpu_, v, n, width, width);
-    cpu_.kv_store(cpu_kv, layer, ck.t, cv.t);
-    gpu_->kv_store(gpu_kv, layer, gk.t, gv.t);
+// Head dim 256 (Gemma 3), through the same kernels' 256 variants: GQA 2:1 (Gemma-3-4B 8/4, 12B 16/8,
+// 27B 32/16), 4:1 (1B 4/1) and 8:1 (8/1, 32/4), BF16 and FP8 pages, without a window and with
+// sliding windows shorter than most rows' contexts (1024: Gemma's local layers; 100; 17 on pages of
+// 7, whose blocks straddle pages). Decode rows reach 5000 positions (decode_rows), so the windowed
+// ones split only their last 1024 or 100 keys.
+TEST_F(CudaAttention, HeadDim256DecodeMatchesTheCpu) {
+  struct Case {
+    Heads h;
+    int n_rows, window;
+  };
+  for (const DType kv : {DType::bf16, DType::f8_e4m3}) {
+    for (const Case& c : {Case{{8, 4, 256}, 1, 0},     Case{{8, 4, 256}, 7, 0},     Case{{8, 4, 256}, 33, 0},
+                          Case{{8, 4, 256}, 1, 1024},  Case{{8, 4, 256}, 7, 1024},  Case{{8, 4, 256}, 20, 100},
+                          Case{{16, 8, 256}, 7, 0},    Case{{16, 8, 256}, 7, 1024}, Case{{32, 16, 256}, 2, 0},
+                          Case{{32, 16, 256}, 7, 1024}, Case{{4, 1, 256}, 7, 0},    Case{{4, 1, 256}, 7, 512},
+                          Case{{8, 1, 256}, 1, 0},     Case{{8, 1, 256}, 7, 0},     Case{{8, 1, 256}, 33, 0},
+                          Case{{8, 1, 256}, 7, 1024},  Case{{8, 1, 256}, 20, 100},  Case{{32, 4, 256}, 7, 0},
+                          Case{{32, 4, 256}, 7, 1024}, Case{{16, 1, 256}, 7, 0}}) {
+      check("decode", c.h, kv, decode_rows(c.n_rows, rng_), c.window, 16, 1.0f, 4e-3f, 1e-2f);
+    }
+    // Pages of 7 (a key block straddles pages: per-key table reads), a sharper softmax, a window
+    // longer than every row.
+    check("decode", Heads{8, 4, 256}, kv, decode_rows(8, rng_), 17, 7, 1.0f, 4e-3f, 1e-2f);
+    check("decode", Heads{8, 1, 256}, kv, decode_rows(8, rng_), 0, 7, 1.0f, 4e-3f, 1e-2f);
+    check("decode", Heads{16, 8, 256}, kv, decode_rows(8, rng_), 0, 16, 4.0f, 4e-3f, 1e-2f);
+    check("decode", Heads{8, 4, 256}, kv, decode_rows(9, rng_), 8192, 16, 1.0f, 4e-3f, 1e-2f);
+    // More items than resident CTAs (one or two an SM at head dim 256), with and without a window,
+    // and more than their item tables hold (8 heads x 4400 rows = 35,200 items against 128 per CTA
+    // of 132 or 264 resident), so the grid grows past the resident CTAs.
+    check("decode", Heads{8, 4, 256}, kv, decode_rows(150, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
+    check("decode", Heads{8, 1, 256}, kv, decode_rows(150, rng_), 1024, 16, 1.0f, 4e-3f, 1e-2f);
+    Rows many;
+    for (int r = 0; r < 4400; ++r) many.emplace_back(1, r % 4);
+    check("decode", Heads{8, 8, 256}, kv, many, 0, 4, 1.0f, 4e-3f, 1e-2f);
   }
-  std::vector<std::uint8_t> gpu_bytes(layout.size_bytes());
-  gpu_->download(*gpu_kv.storage, 0, gpu_bytes.data(), gpu_bytes.size());
-  const auto* cpu_bytes = static_cast<const std::uint8_t*>(cpu_kv.storage->data());
-  std::size_t n_diff = 0, first = 0, n_saturated = 0;
-  for (std::size_t i = 0; i < gpu_bytes.size(); ++i) {
-    if (gpu_bytes[i] != cpu_bytes[i] && n_diff++ == 0) first = i;
-    n_saturated += (cpu_bytes[i] & 0x7fu) == 0x7eu;
-  }
-  EXPECT_GT(n_saturated, 0u) << "the test should reach saturation";
-  EXPECT_EQ(n_diff, 0u) << "FP8 pages differ from the CPU's, first at byte " << first << ": gpu "
-                        << int(gpu_bytes[first]) << " vs cpu " << int(cpu_bytes[first]);
 }
 
-// Informational: decode attention for 32 rows x 8k context, 32 query / 8 kv heads of 128, as achieved
-// bandwidth over the K/V bytes read; and a 4k-token prompt's causal prefill in TFLOP/s.
-TEST_F(CudaAttention, Timings) {
-  const Heads h{32, 8, 128};
+// Head dim 256 prefill (four warps a CTA, Q in shared memory): fresh prompts, chunks continuing
+// cached tokens and decode rows in one step, GQA 2:1, 4:1 and 8:1, windows shorter than the
+// prompts (100, Gemma's 1024 against prompts and chunks up to 2000 + 129 positions) and none, BF16
+// and FP8 pages; and q rows that are not 16-byte aligned (the kernel's element-load path for Q).
+TEST_F(CudaAttention, HeadDim256PrefillMatchesTheCpu) {
+  const Rows mixed = {{200, 0}, {1, 500}, {77, 1000}, {1, 0}, {64, 64}, {130, 3}, {1, 4999}, {65, 0}, {16, 31}};
+  const Rows one_prompt = {{1500, 0}};
+  const Rows chunks = {{129, 2000}, {3, 5}, {64, 0}};
   for (const DType kv : {DType::bf16, DType::f8_e4m3}) {
-    for (const int context : {8192, 1024}) {
-      const int n_rows = 32, page_size = 16;
-      Rows rows(std::size_t(n_rows), {1, context - 1});
-      std::int32_t n_pages = 0;
-      const Step step = make_step(rows, page_size, &n_pages);
-      const KvCacheLayout layout{1, n_pages, page_size, h.n_kv_heads, h.head_dim, kv};
-      KvCache kv_cache = gpu_->allocate_kv_cache(layout);
-      std::vector<std::uint8_t> bytes(layout.size_bytes());
-      for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::uint8_t((i * 2654435761u) >> 13) & 0x3bu;
-      gpu_->upload(*kv_cache.storage, 0, bytes.data(), bytes.size());
-      const std::int64_t width = std::int64_t(h.n_heads) * h.head_dim;
-      Matrix q = device_bf16(*gpu_, random_bf16(std::size_t(n_rows * width), 1.0f), n_rows, width, width);
-      Matrix out = device_bf16(*gpu_, {}, n_rows, width, width);
-      const AttentionParams p{0, h.n_heads, h.n_kv_heads, h.head_dim, 0.088f, 0};
-      gpu_->begin_step(step, kv_cache);
-      const float ms = stream_time_ms(*gpu_, [&] { gpu_->attention(kv_cache, q.t, p, out.t); }, 20);
-      const double kv_bytes = double(n_rows) * context * h.n_kv_heads * h.head_dim * 2 * dtype_size_bytes(kv);
-      std::printf("[ timing   ] decode %d rows x %d ctx, %d/%d heads x %d, %s KV: %.1f us, %.0f GB/s of KV\n", n_rows,
-                  context, h.n_heads, h.n_kv_heads, h.head_dim, std::string(dtype_name(kv)).c_str(), ms * 1e3,
-                  kv_bytes / (ms * 1e-3) / 1e9);
+    for (const Heads h : {Heads{8, 4, 256}, Heads{16, 8, 256}, Heads{4, 1, 256}, Heads{8, 1, 256}}) {
+      for (const int window : {0, 100, 1024}) {
+        check("prefill", h, kv, mixed, window, 16, 1.0f, 1e-2f, 2e-2f);
+        check("prefill", h, kv, one_prompt, window, 16, 1.0f, 1e-2f, 2e-2f);
+        check("prefill", h, kv, chunks, window, 16, 1.0f, 1e-2f, 2e-2f);
+      }
+      check("prefill", h, kv, chunks, 0, 7, 3.0f, 1e-2f, 2e-2f);
+      check("prefill", h, kv, chunks, 50, 16, 1.0f, 1e-2f, 2e-2f);
     }
-    {
-      const int n_tokens = 4096;
-      std::int32_t n_pages = 0;
-      const Step step = make_step({{n_tokens, 0}}, 16, &n_pages);
-      const KvCacheLayout layout{1, n_pages, 16, h.n_kv_heads, h.head_dim, kv};
-      KvCache kv_cache = gpu_->allocate_kv_cache(layout);
-      std::vector<std::uint8_t> bytes(layout.size_bytes());
-      for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::uint8_t((i * 2654435761u) >> 13) & 0x3bu;
-      gpu_->upload(*kv_cache.storage, 0, bytes.data(), bytes.size());
-      const std::int64_t width = std::int64_t(h.n_heads) * h.head_dim;
-      Matrix q = device_bf16(*gpu_, random_bf16(std::size_t(n_tokens * width), 1.0f), n_tokens, width, width);
-      Matrix out = device_bf16(*gpu_, {}, n_tokens, width, width);
-      const AttentionParams p{0, h.n_heads, h.n_kv_heads, h.head_dim, 0.088f, 0};
-      gpu_->begin_step(step, kv_cache);
-      const float ms = stream_time_ms(*gpu_, [&] { gpu_->attention(kv_cache, q.t, p, out.t); }, 10);
-      const double flops = 4.0 * double(n_tokens) * (n_tokens + 1) / 2 * h.head_dim * h.n_heads;
-      std::printf("[ timing   ] prefill %d tokens causal, %d/%d heads x %d, %s KV: %.1f us, %.0f TFLOP/s\n", n_tokens,
-                  h.n_heads, h.n_kv_heads, h.head_dim, std::string(dtype_name(kv)).c_str(), ms * 1e3,
-                  flops / (ms * 1e-3) / 1e12);
+    check("prefill", Heads{8, 4, 256}, kv, mixed, 0, 16, 1.0f, 1e-2f, 2e-2f, /*q_pad=*/1);
+    check("prefill", Heads{8, 1, 256}, kv, chunks, 100, 16, 1.0f, 1e-2f, 2e-2f, /*q_pad=*/3);
+  }
+}
+
+TEST_F(CudaAttention, Fp8KvStoreMatchesTheCpuBitForBit) {
+  for (const Heads h : {Heads{8, 4, 128}, Heads{8, 4, 256}}) {
+    const Rows rows = {{37, 0}, {1, 20}, {5, 3}};
+    std::int32_t n_pages = 0;
+    const Step step = make_step(rows, 16, &n_pages);
+    const KvCacheLayout layout{2, n_pages, 16, h.n_kv_heads, h.head_dim, DType::f8_e4m3};
+    KvCache cpu_kv = cpu_.allocate_kv_cache(layout), gpu_kv = gpu_->allocate_kv_cache(layout);
+    const std::vector<std::uint8_t> zeros(layout.size_bytes(), 0);
+    std::memcpy(cpu_kv.storage->data(), zeros.data(), zeros.size());
+    gpu_->upload(*gpu_kv.storage, 0, zeros.data(), zeros.size());
+    cpu_.begin_step(step, cpu_kv);
+    gpu_->begin_step(step, gpu_kv);
+    const std::int64_t n = step.n_tokens(), width = std::int64_t(h.n_kv_heads) * h.head_dim;
+    for (std::int32_t layer = 0; layer < 2; ++layer) {
+      // Wide magnitudes: saturation past 448, subnormals below 2^-6, ties of the 3-bit mantissa.
+      auto k = random_bf16(std::size_t(n * width), 1.0f), v = random_bf16(std::size_t(n * width), 200.0f);
+      for (std::size_t i = 0; i < k.size(); i += 3) k[i] = f32_to_bf16(bf16_to_f32(k[i]) * 0.01f);
+      Matrix ck = host_f32(cpu_, k, n, width), cv = host_f32(cpu_, v, n, width);
+      Matrix gk = device_bf16(*gpu_, k, n, width, width + 8), gv = device_bf16(*gpu_, v, n, width, width);
+      cpu_.kv_store(cpu_kv, layer, ck.t, cv.t);
+      gpu_->kv_store(gpu_kv, layer, gk.t, gv.t);
+    }
+    std::vector<std::uint8_t> gpu_bytes(layout.size_bytes());
+    gpu_->download(*gpu_kv.storage, 0, gpu_bytes.data(), gpu_bytes.size());
+    const auto* cpu_bytes = static_cast<const std::uint8_t*>(cpu_kv.storage->data());
+    std::size_t n_diff = 0, first = 0, n_saturated = 0;
+    for (std::size_t i = 0; i < gpu_bytes.size(); ++i) {
+      if (gpu_bytes[i] != cpu_bytes[i] && n_diff++ == 0) first = i;
+      n_saturated += (cpu_bytes[i] & 0x7fu) == 0x7eu;
+    }
+    EXPECT_GT(n_saturated, 0u) << "the test should reach saturation";
+    EXPECT_EQ(n_diff, 0u) << "FP8 pages of head dim " << h.head_dim << " differ from the CPU's, first at byte "
+                          << first << ": gpu " << int(gpu_bytes[first]) << " vs cpu " << int(cpu_bytes[first]);
+  }
+}
+
+// Informational: decode attention for 32 rows x 8k context, 32 query / 8 kv heads of 128 (and Gemma-3-
+// 12B's 16 / 8 of 256), as achieved bandwidth over the K/V bytes read; and a 4k-token prompt's causal
+// prefill in TFLOP/s.
+TEST_F(CudaAttention, Timings) {
+  for (const Heads h : {Heads{32, 8, 128}, Heads{16, 8, 256}}) {
+    for (const DType kv : {DType::bf16, DType::f8_e4m3}) {
+      for (const int context : {8192, 1024}) {
+        const int n_rows = 32, page_size = 16;
+        Rows rows(std::size_t(n_rows), {1, context - 1});
+        std::int32_t n_pages = 0;
+        const Step step = make_step(rows, page_size, &n_pages);
+        const KvCacheLayout layout{1, n_pages, page_size, h.n_kv_heads, h.head_dim, kv};
+        KvCache kv_cache = gpu_->allocate_kv_cache(layout);
+        std::vector<std::uint8_t> bytes(layout.size_bytes());
+        for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::uint8_t((i * 2654435761u) >> 13) & 0x3bu;
+        gpu_->upload(*kv_cache.storage, 0, bytes.data(), bytes.size());
+        const std::int64_t width = std::int64_t(h.n_heads) * h.head_dim;
+        Matrix q = device_bf16(*gpu_, random_bf16(std::size_t(n_rows * width), 1.0f), n_rows, width, width);
+        Matrix out = device_bf16(*gpu_, {}, n_rows, width, width);
+        const AttentionParams p{0, h.n_heads, h.n_kv_heads, h.head_dim, 0.088f, 0};
+        gpu_->begin_step(step, kv_cache);
+        const float ms = stream_time_ms(*gpu_, [&] { gpu_->attention(kv_cache, q.t, p, out.t); }, 20);
+        const double kv_bytes = double(n_rows) * context * h.n_kv_heads * h.head_dim * 2 * dtype_size_bytes(kv);
+        std::printf("[ timing   ] decode %d rows x %d ctx, %d/%d heads x %d, %s KV: %.1f us, %.0f GB/s of KV\n", n_rows,
+                    context, h.n_heads, h.n_kv_heads, h.head_dim, std::string(dtype_name(kv)).c_str(), ms * 1e3,
+                    kv_bytes / (ms * 1e-3) / 1e9);
+      }
+      {
+        const int n_tokens = 4096;
+        std::int32_t n_pages = 0;
+        const Step step = make_step({{n_tokens, 0}}, 16, &n_pages);
+        const KvCacheLayout layout{1, n_pages, 16, h.n_kv_heads, h.head_dim, kv};
+        KvCache kv_cache = gpu_->allocate_kv_cache(layout);
+        std::vector<std::uint8_t> bytes(layout.size_bytes());
+        for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::uint8_t((i * 2654435761u) >> 13) & 0x3bu;
+        gpu_->upload(*kv_cache.storage, 0, bytes.data(), bytes.size());
+        const std::int64_t width = std::int64_t(h.n_heads) * h.head_dim;
+        Matrix q = device_bf16(*gpu_, random_bf16(std::size_t(n_tokens * width), 1.0f), n_tokens, width, width);
+        Matrix out = device_bf16(*gpu_, {}, n_tokens, width, width);
+        const AttentionParams p{0, h.n_heads, h.n_kv_heads, h.head_dim, 0.088f, 0};
+        gpu_->begin_step(step, kv_cache);
+        const float ms = stream_time_ms(*gpu_, [&] { gpu_->attention(kv_cache, q.t, p, out.t); }, 10);
+        const double flops = 4.0 * double(n_tokens) * (n_tokens + 1) / 2 * h.head_dim * h.n_heads;
+        std::printf("[ timing   ] prefill %d tokens causal, %d/%d heads x %d, %s KV: %.1f us, %.0f TFLOP/s\n", n_tokens,
+                    h.n_heads, h.n_kv_heads, h.head_dim, std::string(dtype_name(kv)).c_str(), ms * 1e3,
+                    flops / (ms * 1e-3) / 1e12);
+      }
     }
   }
 }

@@ -1,7 +1,8 @@
 // Each CudaBackend operation against the CPU backend (the reference) on fresh random inputs,
 // through the Backend interface: BF16 inputs go to the GPU as they are and to the CPU widened to
 // F32; GPU outputs and row padding are poisoned with NaN first; each check prints its max errors.
-// KV stores are compared bit for bit with the CPU's BF16 pages. Skips without a GPU or NVRTC.
+// KV stores are compared bit for bit with the CPU's BF16 pages (head sizes up to Gemma 3's 256).
+// Gemma's geglu, soft_cap and scale too. Skips without a GPU or NVRTC.
 #ifdef FLARE_HAVE_CUDA
 
 #include <cstring>
@@ -105,8 +106,9 @@ TEST_F(CudaBackendOps, KvStoreAttentionAndPageCopies) {
   struct Case {
     int n_heads, n_kv_heads, head_dim, window, page_size;
   };
+  // Head dim 256 (Gemma 3): GQA 2:1 and 8:1 (decode and prefill kernels), with a window.
   for (const Case& c : {Case{4, 2, 64, 0, 4}, Case{8, 2, 128, 0, 16}, Case{4, 1, 64, 5, 4}, Case{2, 2, 80, 0, 3},
-                        Case{6, 3, 32, 8, 5}}) {
+                        Case{6, 3, 32, 8, 5}, Case{8, 4, 256, 0, 16}, Case{8, 1, 256, 5, 4}}) {
     KvCacheLayout layout{2, 24, c.page_size, c.n_kv_heads, c.head_dim, DType::bf16};
     make_caches(layout);
     const std::int64_t kv_width = std::int64_t(c.n_kv_heads) * c.head_dim, q_width = std::int64_t(c.n_heads) * c.head_dim;
@@ -229,6 +231,103 @@ TEST_F(CudaBackendOps, EmbeddingNormsSwigluAndGather) {
   cpu_.gather_logit_rows(ch2.t, crows.t);
   gpu_->gather_logit_rows(gh.t, grows.t);
   expect_close("gather_logit_rows", device_values(*gpu_, grows), host_values(crows), 0.0f, 0.0f);
+}
+
+// Gemma's operations: geglu (both kernels: the vector one where widths and strides allow), the final
+// logits' soft cap (f32, strided, infinities) and the embedding scale (bf16 rounded once, bit for bit
+// with the host's f32 product; f32; more rows than one grid holds).
+TEST_F(CudaBackendOps, GegluSoftCapAndScale) {
+  struct GegluCase {
+    int rows, inter, out_pad;
+  };
+  // inter % 8 == 0 with 8-aligned strides: the vector kernel; an odd width or stride: the general one.
+  for (const GegluCase& c : {GegluCase{1, 10240, 8}, GegluCase{3, 640, 8}, GegluCase{70, 640, 0}, GegluCase{5, 500, 8},
+                             GegluCase{7, 640, 1}, GegluCase{2, 17, 0}}) {
+    const auto gate_up = random_bf16(std::size_t(c.rows) * 2 * c.inter, 3.0f);
+    Matrix cgu = host_f32(cpu_, gate_up, c.rows, 2 * c.inter), cout = host_f32(cpu_, {}, c.rows, c.inter);
+    cpu_.geglu(cgu.t, cout.t);
+    Matrix ggu = device_bf16(*gpu_, gate_up, c.rows, 2 * c.inter, 2 * c.inter + 8);
+    Matrix gout = device_bf16(*gpu_, {}, c.rows, c.inter, c.inter + c.out_pad);
+    gpu_->geglu(ggu.t, gout.t);
+    // F32 math on the same bf16 inputs, one bf16 rounding: within half a bf16 step (2^-9 relative),
+    // plus the F32 cancellation of 1 + tanh for very negative gates.
+    expect_close(fmt::format("geglu [{}, {}] out stride +{}", c.rows, c.inter, c.out_pad), device_values(*gpu_, gout),
+                 host_values(cout), 1e-4f, 5e-3f);
+  }
+  {  // PyTorch's gelu(approximate="tanh") at a few points, up = 1 (bf16 outputs).
+    const std::vector<float> gates = {0.0f, 1.0f, -1.0f, 2.0f, -3.0f, 0.5f, 10.0f, -10.0f};
+    const std::vector<float> want = {0.0f,        0.84119199f, -0.15880801f, 1.95459769f,
+                                     -0.00363739f, 0.34571401f, 10.0f,        0.0f};
+    std::vector<std::uint16_t> gate_up;
+    for (const float g : gates) gate_up.push_back(f32_to_bf16(g));
+    gate_up.insert(gate_up.end(), gates.size(), f32_to_bf16(1.0f));
+    const auto n = std::int64_t(gates.size());
+    Matrix ggu = device_bf16(*gpu_, gate_up, 1, 2 * n, 2 * n), gout = device_bf16(*gpu_, {}, 1, n, n);
+    gpu_->geglu(ggu.t, gout.t);
+    expect_close("geglu at PyTorch's points", device_values(*gpu_, gout), want, 1e-6f, 4e-3f);
+  }
+
+  // Soft cap: logits [rows, vocab] as a column slice of a wider f32 matrix whose padding must stay.
+  for (const float cap : {30.0f, 1.0f}) {
+    const std::int64_t rows = 5, vocab = 262144 + 7, stride = vocab + 9;
+    auto values = random_f32(std::size_t(rows * stride), -200.0f, 200.0f);
+    values[0] = INFINITY;
+    values[1] = -INFINITY;
+    values[2] = 0.0f;
+    values[3] = 1e-3f;
+    constexpr float k_pad = -777.0f;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = vocab; c < stride; ++c) values[std::size_t(r * stride + c)] = k_pad;
+    }
+    std::vector<float> dense;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      dense.insert(dense.end(), values.begin() + r * stride, values.begin() + r * stride + vocab);
+    }
+    Matrix cx = host_f32_values(dense, rows, vocab);
+    cpu_.soft_cap(cx.t, cap);
+    Matrix gx = device_f32(*gpu_, values, rows, stride);
+    gpu_->soft_cap(gx.t.slice_cols(0, vocab), cap);
+    const std::vector<float> all = device_values(*gpu_, gx);
+    std::vector<float> got;
+    std::size_t n_pad_written = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      got.insert(got.end(), all.begin() + r * stride, all.begin() + r * stride + vocab);
+      for (std::int64_t c = vocab; c < stride; ++c) n_pad_written += all[std::size_t(r * stride + c)] != k_pad;
+    }
+    EXPECT_EQ(n_pad_written, 0u) << "soft_cap wrote row padding";
+    EXPECT_EQ(got[0], cap);
+    EXPECT_EQ(got[1], -cap);
+    EXPECT_EQ(got[2], 0.0f);
+    expect_close(fmt::format("soft_cap {} [{}, {}]", cap, rows, vocab), got, host_values(cx), 2e-6f * cap, 1e-5f);
+  }
+
+  // Scale: bf16 activations, each element bf16(f32(x) * factor) exactly (IEEE product, one rounding).
+  for (const std::int64_t rows : {std::int64_t(1), std::int64_t(9), std::int64_t(70000)}) {
+    const std::int64_t cols = rows > 1000 ? 24 : 2560, stride = cols + 8;  // 70,000 rows: past one grid's 65,535
+    const float factor = bf16_to_f32(f32_to_bf16(std::sqrt(2560.0f)));  // Gemma-3-4B: bf16(sqrt(hidden))
+    const auto x = random_bf16(std::size_t(rows * cols), 1.0f);
+    Matrix cx = host_f32(cpu_, x, rows, cols);
+    cpu_.scale(cx.t, factor);
+    Matrix gx = device_bf16(*gpu_, x, rows, cols, stride);
+    gpu_->scale(gx.t, factor);
+    const std::vector<float> got = device_values(*gpu_, gx);  // also checks the padding kept its poison
+    std::size_t n_diff = 0, first = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (f32_to_bf16(got[i]) != f32_to_bf16(bf16_to_f32(x[i]) * factor) && n_diff++ == 0) first = i;
+    }
+    EXPECT_EQ(n_diff, 0u) << "scale bf16 [" << rows << ", " << cols << "]: not the once-rounded product, first at "
+                          << first;
+    expect_close(fmt::format("scale bf16 [{}, {}]", rows, cols), got, host_values(cx), 0.0f, 1.0f / 256);
+  }
+  {
+    const std::int64_t rows = 3, cols = 1000;
+    const auto x = random_f32(std::size_t(rows * cols), -5.0f, 5.0f);
+    Matrix cx = host_f32_values(x, rows, cols), gx = device_f32(*gpu_, x, rows, cols);
+    cpu_.scale(cx.t, 0.125f);
+    gpu_->scale(gx.t, 0.125f);
+    expect_close("scale f32", device_values(*gpu_, gx), host_values(cx), 0.0f, 0.0f);
+  }
+  gpu_->synchronize();
 }
 
 TEST_F(CudaBackendOps, RejectsBadStepsTokensAndKvDtypes) {

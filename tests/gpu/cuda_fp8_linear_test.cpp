@@ -141,7 +141,7 @@ class CudaFp8Linear : public BackendVersusCpuTest {
   struct DeviceWeight {
     std::unique_ptr<Buffer> bytes, scales;
     Tensor t;
-    WeightScales s;
+    QuantizedWeight s;
   };
   DeviceWeight upload(const Fp8Weight& w) {
     DeviceWeight d;

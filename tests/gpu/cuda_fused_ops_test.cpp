@@ -2,9 +2,9 @@
 // Backend interface, on fresh random inputs with poisoned outputs, row padding and KV pages:
 // - rotary_kv_store (q/k norm, rotary, KV store in one kernel) for every rope variant (shared and
 //   per-row frequencies, YaRN's attention factor, partial rotary), with and without the Qwen3 q/k
-//   norm, BF16 and FP8 pages, GQA, rows at page boundaries and at large positions; attention then
-//   reads what it stored, with and without a sliding window; the same result as the separate
-//   GPU operations; a captured step replays at other positions and pages;
+//   norm, BF16 and FP8 pages, GQA, head sizes 64 to 256, rows at page boundaries and at large
+//   positions; attention then reads what it stored, with and without a sliding window; the same
+//   result as the separate GPU operations; a captured step replays at other positions and pages;
 // - rms_norm (with and without the residual) for hidden sizes 64..16384, an odd size, a size past
 //   the vector path and a misaligned view; swiglu likewise.
 // Prints max errors, and the per-launch device time of each op inside a CUDA graph (informational).
@@ -269,6 +269,9 @@ TEST_F(CudaFusedOps, RotaryKvStoreEveryRopeVariant) {
            RopeCase{8, 2, 128, 64, false, 1.0f, false, DType::bf16, 16, 8},      // sliding window
            RopeCase{4, 1, 64, 32, false, 1.0f, false, DType::f8_e4m3, 4, 5},     // window, FP8
            RopeCase{2, 1, 80, 40, false, 1.0f, true, DType::bf16, 3, 0},         // head size of neither path
+           RopeCase{8, 4, 256, 128, false, 1.0f, true, DType::bf16, 16, 0},      // Gemma 3 (head dim 256, q/k norm)
+           RopeCase{8, 4, 256, 128, false, 1.0f, true, DType::f8_e4m3, 16, 8},   // Gemma 3, window, FP8
+           RopeCase{8, 1, 256, 128, false, 1.0f, false, DType::bf16, 16, 8},     // head dim 256, GQA 8:1, window
        }) {
     SCOPED_TRACE(c.label());
     check_rotary_kv_store(c);

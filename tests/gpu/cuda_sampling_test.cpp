@@ -117,6 +117,15 @@ class CudaSampling : public BackendVersusCpuTest {
   // Every parameter set of parameter_grid() on random rows of each vocabulary against the host.
   void check_parameter_grid(std::initializer_list<std::int64_t> vocabs, const char* layout);
 
+  // Replaces the fixture's backend with one built with `options` (the sampler's layout switches are
+  // fixed at construction); call before allocating anything on it.
+  void use_backend_options(const cuda::CudaBackendOptions& options) {
+    gpu_.reset();
+    std::string reason;
+    gpu_ = try_cuda_backend(&reason, options);
+    ASSERT_TRUE(gpu_) << reason;
+  }
+
   std::vector<std::int32_t> random_tokens(std::size_t max_n, std::int32_t pool) {
     std::uniform_int_distribution<std::size_t> length(0, max_n);
     std::uniform_int_distribution<std::int32_t> token(0, pool - 1);
@@ -124,18 +133,6 @@ class CudaSampling : public BackendVersusCpuTest {
     for (auto& t : out) t = token(rng_);
     return out;
   }
-};
-
-// Sets an environment variable for its lifetime (the sampler reads its layout switches per call).
-class ScopedEnvironment {
- public:
-  ScopedEnvironment(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnvironment() { unsetenv(name_); }
-  ScopedEnvironment(const ScopedEnvironment&) = delete;
-  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-
- private:
-  const char* name_;
 };
 
 void CudaSampling::check_parameter_grid(std::initializer_list<std::int64_t> vocabs, const char* layout) {
@@ -218,13 +215,13 @@ TEST_F(CudaSampling, MatchesTheHostSamplerOnEveryParameterSet) { check_parameter
 
 // One CTA a row (the layout before sm_90): 32000 ids fit its shared memory on an H200, 151936 do not.
 TEST_F(CudaSampling, OneCtaARowMatchesTheHostSampler) {
-  const ScopedEnvironment one_cta("FLARE_CUDA_SAMPLER_CTAS", "1");
+  ASSERT_NO_FATAL_FAILURE(use_backend_options({.sampler_one_cta = true}));
   check_parameter_grid({151936, 32000}, "1-cta");
 }
 
 // Slices read from global memory (vocabularies too large for shared memory), penalties in scratch.
 TEST_F(CudaSampling, GlobalMemorySlicesMatchTheHostSampler) {
-  const ScopedEnvironment global("FLARE_CUDA_SAMPLER_GLOBAL", "1");
+  ASSERT_NO_FATAL_FAILURE(use_backend_options({.sampler_global_slices = true}));
   check_parameter_grid({151936}, "global");
 }
 

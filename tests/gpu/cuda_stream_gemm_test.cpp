@@ -7,7 +7,8 @@
 // for the Llama-3.1-8B decode GEMMs at batch 64 a race over cuBLASLt's candidates and the stream
 // variants records a winner that replays bit-identically eagerly and inside a graph, and the test
 // prints cuBLASLt's best against the stream kernel's best (informational, not asserted); and a
-// frozen table's stream choices run through CudaBackend::linear, eagerly and in a graph.
+// frozen table's stream choices run through CudaBackend::linear, eagerly and in a graph; with the
+// backend's stream_gemm option off, it is left out.
 #ifdef FLARE_HAVE_CUDA
 
 #include <functional>
@@ -81,6 +82,19 @@ TEST_F(CudaStreamGemm, FrozenStreamChoicesRunThroughTheBackend) {
   for (int v = 0; v < k_stream_gemm_n_variants; ++v) {
     expect_frozen_choice_runs_through_the_backend(40, 777, 1032, {.kind = GemmKind::stream, .variant = std::uint8_t(v)},
                                                   fmt::format("splits {}", k_stream_gemm_splits[std::size_t(v)]));
+  }
+}
+
+// CudaBackendOptions::stream_gemm off (--no-stream-gemm): the backend leaves the stream GEMM out of
+// its races and compiles none of its modules, so an export made so would carry none.
+TEST_F(CudaStreamGemm, OptionOffLeavesItOut) {
+  if (gpu_->gemm_engine_name() != "cublaslt") GTEST_SKIP() << "cuBLASLt did not load";
+  std::string reason;
+  const std::unique_ptr<cuda::CudaBackend> without = try_cuda_backend(&reason, {.stream_gemm = false});
+  ASSERT_TRUE(without) << reason;
+  EXPECT_FALSE(without->has_stream_gemm());
+  for (const auto& [key, image] : without->loaded_images()) {
+    EXPECT_NE(key.rfind(cuda::k_stream_gemm_source, 0), 0u) << key;
   }
 }
 

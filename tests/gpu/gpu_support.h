@@ -44,15 +44,17 @@ inline const fs::path& kernel_cache_dir() {
   return dir.path;
 }
 
-// The CUDA backend on device 0, or nullptr with *reason set when this machine cannot run one.
-inline std::unique_ptr<cuda::CudaBackend> try_cuda_backend(std::string* reason) {
+// The CUDA backend on device 0 built with `options`, or nullptr with *reason set when this machine
+// cannot run one.
+inline std::unique_ptr<cuda::CudaBackend> try_cuda_backend(std::string* reason,
+                                                           const cuda::CudaBackendOptions& options = {}) {
   if (!cuda::driver_available(reason)) return nullptr;
   if (cuda::device_count() == 0) {
     *reason = "no CUDA device visible";
     return nullptr;
   }
   if (!cuda::Nvrtc::try_load(cuda::k_default_cuda_root, reason)) return nullptr;
-  return std::make_unique<cuda::CudaBackend>(0, kernel_cache_dir());
+  return std::make_unique<cuda::CudaBackend>(0, kernel_cache_dir(), fs::path(cuda::k_default_cuda_root), options);
 }
 
 // The test data folder: the build's, else tests/data under the current folder (a copied tree).

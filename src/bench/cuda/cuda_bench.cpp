@@ -54,7 +54,8 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
   report.n_parameters = m.spec.n_parameters();
   report.weight_bytes_per_token = decode_weight_bytes(m.spec, bench_model_random_weights(m) ? options.weights : helios::DType::bf16);
 
-  hc::CudaBackend backend(options.gpu, options.kernel_cache.value_or(Config{}.kernel_cache()));
+  hc::CudaBackend backend(options.gpu, options.kernel_cache.value_or(Config{}.kernel_cache()),
+                          std::filesystem::path(hc::k_default_cuda_root), options.backend);
   report.device_name = backend.device().name;
   report.device_arch = backend.device().arch();
   report.device_bytes = backend.device().total_bytes;
@@ -67,8 +68,9 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
   progress(report, fmt::format("device rates: copy {:.0f} GB/s, BF16 GEMM {:.1f} TFLOP/s", report.rates.copy_gbs,
                                report.rates.gemm_tflops));
 
-  TimingBackend timing(backend, m.spec);
+  TimingBackend timing(backend);
   const std::unique_ptr<model::Model> model = load_model(m, timing, fill, options.seed, options.weights);
+  timing.name_weights(model->weights().roles_by_address(model->architecture().weight_table(model->spec())));
   const std::int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
   // Fixed buffer addresses for every step of the run (what captured graphs need).
   const std::int32_t max_context = *std::max_element(options.contexts.begin(), options.contexts.end());

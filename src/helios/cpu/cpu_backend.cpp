@@ -36,6 +36,12 @@ void expect_dtype(const Tensor& t, DType dtype, const char* what) {
 
 float* row_f32(const Tensor& t, std::int64_t row) { return static_cast<float*>(t.data) + row * t.stride; }
 
+// PyTorch's gelu(approximate="tanh") in F32: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+float gelu_tanh(float x) {
+  constexpr float k_sqrt_2_over_pi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(k_sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {}
@@ -228,6 +234,45 @@ void CpuBackend::swiglu(const Tensor& gate_up, Tensor out) {
       const float* u = g + inter;
       float* dst = row_f32(out, t);
       for (std::int64_t c = 0; c < inter; ++c) dst[c] = g[c] / (1.0f + std::exp(-g[c])) * u[c];
+    }
+  });
+}
+
+void CpuBackend::geglu(const Tensor& gate_up, Tensor out) {
+  expect_dtype(gate_up, DType::f32, "geglu input");
+  expect_dtype(out, DType::f32, "geglu output");
+  if (gate_up.rows != out.rows || gate_up.cols != 2 * out.cols) {
+    fail(ExitCode::failure, "internal: cpu geglu of [{}, {}] into [{}, {}]", gate_up.rows, gate_up.cols, out.rows,
+         out.cols);
+  }
+  const std::int64_t inter = out.cols;
+  pool_.parallel_for(gate_up.rows, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const float* g = row_f32(gate_up, t);
+      const float* u = g + inter;
+      float* dst = row_f32(out, t);
+      for (std::int64_t c = 0; c < inter; ++c) dst[c] = gelu_tanh(g[c]) * u[c];
+    }
+  });
+}
+
+void CpuBackend::soft_cap(Tensor x, float cap) {
+  expect_dtype(x, DType::f32, "soft_cap input");
+  if (!(cap > 0.0f)) fail(ExitCode::failure, "internal: soft cap {}", cap);
+  pool_.parallel_for(x.rows, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      float* v = row_f32(x, t);
+      for (std::int64_t c = 0; c < x.cols; ++c) v[c] = cap * std::tanh(v[c] / cap);
+    }
+  });
+}
+
+void CpuBackend::scale(Tensor x, float factor) {
+  expect_dtype(x, DType::f32, "scale input");
+  pool_.parallel_for(x.rows, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      float* v = row_f32(x, t);
+      for (std::int64_t c = 0; c < x.cols; ++c) v[c] *= factor;
     }
   });
 }

@@ -20,9 +20,11 @@ int static_smem_bytes(int group) {
 
 }  // namespace
 
-int decode_heads_per_cta(int group_size) {
-  for (int g = std::min(group_size, k_max_decode_heads_per_cta); g > 1; --g) {
-    if (group_size % g == 0) return g;
+int decode_heads_per_cta(int group_size, int head_dim, bool fp8, int max_shared_bytes) {
+  const int most = head_dim > 128 ? k_max_decode_heads_per_cta_256 : k_max_decode_heads_per_cta;
+  for (int g = std::min(group_size, most); g > 1; --g) {
+    const int one_stage = int(decode_dynamic_smem_bytes(head_dim, fp8, g, 1)) + static_smem_bytes(g);
+    if (group_size % g == 0 && one_stage <= max_shared_bytes) return g;
   }
   return 1;
 }
@@ -45,6 +47,8 @@ unsigned decode_dynamic_smem_bytes(int head_dim, bool fp8, int group, int stages
 //     took 0.072 and 0.251 ms with 2 stages, 0.081 and 0.279 with 3.
 //   - 3 at head dim 64 (Llama-3.2-1B shape; measured before CTAs took several items): four (64 KiB,
 //     three CTAs an SM) took 32 x 8k from 0.166 to 0.213 ms and the batch-64 step from 1.71 to 1.93 ms.
+//   - 2 at head dim 256 (Gemma 3; not measured yet): a BF16 stage is 64 KiB, so one CTA an SM (three
+//     stages would fit up to 6 heads a CTA, untried), FP8 (32 KiB a stage) two.
 // Fewer where the device's shared memory per CTA (99 KiB on sm_86, sm_89 and sm_120) cannot hold
 // them, down to one (copies then wait for the previous iteration's compute): 16 heads a CTA at head
 // dim 128 there.
@@ -52,7 +56,7 @@ int decode_ring_stages(int head_dim, bool fp8, int group, int max_shared_bytes) 
   const auto bytes = [&](int stages) {
     return int(decode_dynamic_smem_bytes(head_dim, fp8, group, stages)) + static_smem_bytes(group);
   };
-  for (int stages = fp8 || head_dim == 128 ? 2 : 3; stages >= 1; --stages) {
+  for (int stages = head_dim == 64 && !fp8 ? 3 : 2; stages >= 1; --stages) {
     if (bytes(stages) <= max_shared_bytes) return stages;
   }
   fail_usage("decode attention of {} query heads a CTA at head size {} needs {} bytes of shared memory; this GPU "

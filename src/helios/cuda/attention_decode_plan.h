@@ -10,14 +10,18 @@ namespace flare::helios::cuda {
 
 inline constexpr int k_max_decode_splits = 64;        // k_max_splits of attention_decode.cu
 inline constexpr int k_max_decode_heads_per_cta = 16;  // GROUP of attention_decode.cu (two mma n-tiles)
+inline constexpr int k_max_decode_heads_per_cta_256 = 8;  // its GROUP at head dim 256 (one n-tile: registers)
 inline constexpr int k_decode_cta_items = 128;        // k_max_cta_items of attention_decode.cu
 // The splits aim at this many work items per SM. More only add partials to merge and pipeline
 // ramps (H200, Llama-3.1-8B shape: 2 against 8 took the batch-64 step at context 1024 from 7.58
 // to 7.00 ms and batch 1 from 4.28 to 4.22 ms, with 32 x 8k attention unchanged).
 inline constexpr int k_decode_items_per_sm = 2;
 
-// Query heads per work item: the largest divisor of the GQA group that fits the kernel's registers.
-int decode_heads_per_cta(int group_size);
+// Query heads per work item: the largest divisor of the GQA group that fits the kernel's registers
+// (16 heads, 8 at head dim 256) and whose accumulators and one ring stage fit a CTA's
+// `max_shared_bytes` (binding only at head dim 256 on the 99 KiB devices: 4 heads there); 1 when
+// none does (decode_ring_stages then says why).
+int decode_heads_per_cta(int group_size, int head_dim, bool fp8, int max_shared_bytes);
 
 // Splits per (row, head group): enough items to fill the GPU, no more than the longest possible
 // context (the cache's capacity or the window) can feed.

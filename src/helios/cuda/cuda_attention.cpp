@@ -5,7 +5,8 @@
 //     about as many CTAs as are resident (attention_decode_plan.h), the last split of each merging
 //     the splits' partials;
 //   - any other step: the tensor-core flash kernel (attention_prefill.cu) for every token;
-//   - head sizes those two do not cover: the plain warp-per-head kernel (attention.cu, BF16 only).
+//   - head sizes those two do not cover (they take 64, 128 and 256): the plain warp-per-head kernel
+//     (attention.cu, BF16 only).
 // The decode grid depends only on the row count, the heads and host-known caps (SM count, cache
 // capacity, window, shared memory), never on positions, so a captured decode step replays for any lengths. Its
 // split partials and merge counters live in one scratch buffer the backend keeps (grown, never shrunk).
@@ -23,9 +24,15 @@ constexpr float k_log2e = 1.4426950408889634f;
 // The decode scratch is first sized for this many rows, so that graphs captured after the first
 // decode step (up to that batch) never see it move.
 constexpr std::int64_t k_scratch_rows = 1024;
-constexpr int k_prefill_warps = 8;                // k_warps of attention_prefill.cu, 16 query tokens each
 
-bool fast_kernels_cover(std::int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
+bool fast_kernels_cover(std::int32_t head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
+
+// k_warps of attention_prefill.cu (16 query tokens each), and its dynamic shared memory
+// (k_smem_bytes: the K, V and Q tiles at head dim 256; the other sizes' tiles are static).
+int prefill_warps(std::int32_t head_dim) { return head_dim == 256 ? 4 : 8; }
+unsigned prefill_dynamic_smem_bytes(std::int32_t head_dim) {
+  return head_dim == 256 ? unsigned((2 * 64 + 16 * prefill_warps(head_dim)) * head_dim * 2) : 0;
+}
 
 std::string kv_fp8_define(const KvCacheLayout& l) { return l.dtype == DType::f8_e4m3 ? "1" : "0"; }
 
@@ -72,7 +79,7 @@ void CudaBackend::attention(const KvCache& cache, const Tensor& q, const Attenti
   expect_shape(out, step_.n_tokens(), width, "attention output");
   if (step_.n_tokens() == 0) return;
   if (!fast_kernels_cover(p.head_dim)) {
-    if (l.dtype != DType::bf16) fail_usage("f8_e4m3 KV pages need head size 64 or 128, not {}", p.head_dim);
+    if (l.dtype != DType::bf16) fail_usage("f8_e4m3 KV pages need head size 64, 128 or 256, not {}", p.head_dim);
     return attention_plain(cache, q, p, out);
   }
   if (step_.n_tokens() == step_.n_rows()) return attention_decode(cache, q, p, out);  // one token per row
@@ -82,7 +89,8 @@ void CudaBackend::attention(const KvCache& cache, const Tensor& q, const Attenti
 void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
   const KvCacheLayout& l = cache.layout;
   const int group_size = p.n_heads / p.n_kv_heads;
-  const int heads_per_cta = decode_heads_per_cta(group_size);
+  const bool fp8 = l.dtype == DType::f8_e4m3;
+  const int heads_per_cta = decode_heads_per_cta(group_size, p.head_dim, fp8, device().max_shared_bytes_per_block);
   const int n_rows = step_.n_rows();
   // (row, head group) pairs; each splits its keys into n_splits work items.
   const std::int64_t n_groups = std::int64_t(n_rows) * p.n_kv_heads * (group_size / heads_per_cta);
@@ -122,7 +130,6 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   int layer = p.layer, n_pages = l.n_pages, n_kv = l.n_kv_heads, n_heads = p.n_heads;
   int window = p.sliding_window, n_rows_arg = n_rows;
   float scale_log2 = p.scale * k_log2e;
-  const bool fp8 = l.dtype == DType::f8_e4m3;
   const int stages = decode_ring_stages(p.head_dim, fp8, heads_per_cta, device().max_shared_bytes_per_block);
   const Defines defines = {{"HEAD_DIM", std::to_string(p.head_dim)},
                            {"PAGE_SIZE", std::to_string(l.page_size_tokens)},
@@ -162,11 +169,23 @@ void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const
   float scale_log2 = p.scale * k_log2e;
   const CUfunction f = function("attention_prefill", "flare_attention_prefill",
                                 {{"HEAD_DIM", std::to_string(p.head_dim)}, {"KV_FP8", kv_fp8_define(l)}});
+  const int warps = prefill_warps(p.head_dim);
+  const unsigned smem = prefill_dynamic_smem_bytes(p.head_dim);
+  if (smem > 0 && !attention_prefill_smem_set_.contains(f)) {  // once per loaded function
+    if (int(smem) > device().max_shared_bytes_per_block) {
+      fail_usage("prefill attention at head size {} needs {} bytes of shared memory; this GPU gives a CTA {}",
+                 p.head_dim, smem, device().max_shared_bytes_per_block);
+    }
+    check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
+          "cuFuncSetAttribute");
+    attention_prefill_smem_set_.insert(f);
+  }
   launch(f,
-         {.grid_x = unsigned((max_row_tokens + 16 * k_prefill_warps - 1) / (16 * k_prefill_warps)),
+         {.grid_x = unsigned((max_row_tokens + 16 * warps - 1) / (16 * warps)),
           .grid_y = unsigned(n_heads),
           .grid_z = unsigned(step_.n_rows()),
-          .block_x = unsigned(32 * k_prefill_warps)},
+          .block_x = unsigned(32 * warps),
+          .shared_bytes = smem},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
           &scale_log2, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},
          "attention_prefill");

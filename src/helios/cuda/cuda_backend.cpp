@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <initializer_list>
@@ -41,21 +40,26 @@ constexpr std::int64_t k_rms_vec_threads = 512;
 }  // namespace
 
 CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
-                         const std::filesystem::path& cuda_root)
-    : CudaBackend(device_index, kernel_cache_dir, {}, cuda_root) {}
+                         const std::filesystem::path& cuda_root, const CudaBackendOptions& options)
+    : CudaBackend(device_index, kernel_cache_dir, {}, cuda_root, options) {}
 
 CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
-                         std::map<std::string, std::string> prebuilt, const std::filesystem::path& cuda_root)
-    : context_(device_index),
+                         std::map<std::string, std::string> prebuilt, const std::filesystem::path& cuda_root,
+                         const CudaBackendOptions& options)
+    : options_(options),
+      context_(device_index),
       nvrtc_(prebuilt.empty() ? std::make_unique<Nvrtc>(cuda_root) : nullptr),
       cache_(kernel_cache_dir),
       prebuilt_(std::move(prebuilt)) {
   // The shape-independent kernels, compiled in parallel, so a broken toolchain shows at construction.
+  // The sampler's module depends on options_.sampler_one_cta (its CTAs a row are a define), the
+  // stream GEMM's modules on options_.stream_gemm (none without it).
   std::string reason;
   cublaslt_ = CublasLt::try_load(cuda_root, &reason);  // null: the NVRTC GEMM serves
+  const Defines sample_defines = sampler_defines(sampler_layout(context_.device(), 1, options_));
   std::vector<std::pair<std::string, Defines>> modules = {{"embedding", {}}, {"rms_norm", {}}, {"swiglu", {}},
                                                           {"linear", {}},    {"gather_rows", {}},
-                                                          {"sample", sampler_defines(sampler_layout(context_.device(), 1))}};
+                                                          {"scale", {}},     {"sample", sample_defines}};
   if (cublaslt_) {
     modules.push_back({"bias_add", {}});
     for (const int tile : SkinnyGemm::k_tiles) modules.push_back({k_skinny_gemm_source, skinny_tile_defines(tile)});
@@ -73,7 +77,7 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   function("linear", "flare_linear_bf16");
   function("linear", "flare_linear_f32");
   function("gather_rows", "flare_gather_rows");
-  function("sample", "flare_sample", sampler_defines(sampler_layout(context_.device(), 1)));
+  function("sample", "flare_sample", sample_defines);
   init_gemm(kernel_cache_dir);
 }
 
@@ -130,9 +134,8 @@ CudaBackend::Defines CudaBackend::stream_tile_defines(int tile) {
 }
 
 bool CudaBackend::stream_gemm_wanted() const {
-  const char* setting = std::getenv("FLARE_CUDA_STREAM_GEMM");
-  if ((setting != nullptr && std::string_view(setting) == "0") || !StreamGemm::available(context_.device())) return false;
-  // A package exported without it (another GPU, or the setting off) has no images of its modules.
+  if (!options_.stream_gemm || !StreamGemm::available(context_.device())) return false;
+  // A package exported without it (another GPU, or the option off) has no images of its modules.
   return nvrtc_ || std::ranges::all_of(StreamGemm::k_tiles, [&](int tile) {
            return prebuilt_.contains(module_key(k_stream_gemm_source, stream_tile_defines(tile)));
          });
@@ -183,7 +186,8 @@ void CudaBackend::launch(CUfunction f, const LaunchShape& shape, std::vector<voi
                          bool early_work) {
   if (shape.grid_x == 0 || shape.grid_y == 0 || shape.grid_z == 0) return;  // nothing to compute
   LaunchShape s = shape;
-  s.overlap_previous = early_work ? early_work_programmatic_launch(device()) : programmatic_launch(device());
+  s.overlap_previous = early_work ? early_work_programmatic_launch(device(), options_.dependent_launch)
+                                  : programmatic_launch(device(), options_.dependent_launch);
   cuda::launch(f, s, stream_, std::move(args), name);
 }
 
@@ -486,10 +490,15 @@ void CudaBackend::rotary(Tensor q, Tensor k, std::int32_t head_dim, const Rotary
 
 // kv_store and attention: cuda_attention.cpp.
 
-void CudaBackend::swiglu(const Tensor& gate_up, Tensor out) {
-  expect_dtype(gate_up, DType::bf16, "swiglu input");
-  expect_dtype(out, DType::bf16, "swiglu output");
-  expect_shape(gate_up, out.rows, 2 * out.cols, "swiglu input");
+void CudaBackend::swiglu(const Tensor& gate_up, Tensor out) { gated_activation(gate_up, out, "swiglu"); }
+
+void CudaBackend::geglu(const Tensor& gate_up, Tensor out) { gated_activation(gate_up, out, "geglu"); }
+
+void CudaBackend::gated_activation(const Tensor& gate_up, Tensor out, const std::string& op) {
+  const std::string input = op + " input", output = op + " output", entry = "flare_" + op;
+  expect_dtype(gate_up, DType::bf16, input.c_str());
+  expect_dtype(out, DType::bf16, output.c_str());
+  expect_shape(gate_up, out.rows, 2 * out.cols, input.c_str());
   CUdeviceptr gu_ptr = address(gate_up), out_ptr = address(out);
   long long gu_stride = gate_up.stride, out_stride = out.stride;
   int inter = int(out.cols);
@@ -500,13 +509,13 @@ void CudaBackend::swiglu(const Tensor& gate_up, Tensor out) {
     long long n_chunks = out.rows * inter / 8;
     const std::int64_t n_sms = std::max(context_.device().n_multiprocessors, 1);
     const std::int64_t threads = std::clamp<std::int64_t>(((n_chunks + n_sms - 1) / n_sms + 31) / 32 * 32, 32, 256);
-    launch(function("swiglu", "flare_swiglu_vec"), {.grid_x = blocks_for(n_chunks, threads), .block_x = unsigned(threads)},
-           {&gu_ptr, &gu_stride, &out_ptr, &out_stride, &inter, &n_chunks}, "swiglu");
+    launch(function("swiglu", entry + "_vec"), {.grid_x = blocks_for(n_chunks, threads), .block_x = unsigned(threads)},
+           {&gu_ptr, &gu_stride, &out_ptr, &out_stride, &inter, &n_chunks}, op);
     return;
   }
-  launch(function("swiglu", "flare_swiglu"),
+  launch(function("swiglu", entry),
          {.grid_x = std::min(blocks_for(inter, 256), 64u), .grid_y = unsigned(out.rows), .block_x = 256},
-         {&gu_ptr, &gu_stride, &out_ptr, &out_stride, &inter}, "swiglu");
+         {&gu_ptr, &gu_stride, &out_ptr, &out_stride, &inter}, op);
 }
 
 void CudaBackend::linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) {
@@ -535,6 +544,31 @@ void CudaBackend::gather_logit_rows(const Tensor& x, Tensor out) {
   int cols = int(x.cols);
   launch(function("gather_rows", "flare_gather_rows"), {.grid_x = unsigned(out.rows), .block_x = 256},
          {&x_ptr, &x_stride, &rows_ptr, &out_ptr, &out_stride, &cols}, "gather_rows");
+}
+
+void CudaBackend::soft_cap(Tensor x, float cap) {
+  expect_dtype(x, DType::f32, "soft_cap input");
+  if (!(cap > 0.0f)) fail(ExitCode::failure, "internal: soft cap {}", cap);
+  scale_rows(x, cap, "flare_soft_cap_f32");
+}
+
+void CudaBackend::scale(Tensor x, float factor) {
+  if (x.dtype != DType::bf16 && x.dtype != DType::f32) expect_dtype(x, DType::bf16, "scale input");
+  scale_rows(x, factor, x.dtype == DType::bf16 ? "flare_scale_bf16" : "flare_scale_f32");
+}
+
+void CudaBackend::scale_rows(Tensor x, float value, const char* entry) {
+  const CUfunction f = function("scale", entry);
+  constexpr std::int64_t k_max_grid_rows = 65535;  // gridDim.y
+  for (std::int64_t first = 0; first < x.rows; first += k_max_grid_rows) {
+    const Tensor rows = x.slice_rows(first, std::min(k_max_grid_rows, x.rows - first));
+    CUdeviceptr x_ptr = address(rows);
+    long long stride = rows.stride;
+    int cols = int(rows.cols);
+    float value_arg = value;
+    launch(f, {.grid_x = std::min(blocks_for(cols, 256), 64u), .grid_y = unsigned(rows.rows), .block_x = 256},
+           {&x_ptr, &stride, &cols, &value_arg}, entry);
+  }
 }
 
 }  // namespace flare::helios::cuda

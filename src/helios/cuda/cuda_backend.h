@@ -21,6 +21,7 @@
 
 #include "helios/backend.h"
 #include "helios/cuda/cublaslt.h"
+#include "helios/cuda/cuda_backend_options.h"
 #include "helios/cuda/cuda_sampler.h"
 #include "helios/cuda/driver.h"
 #include "helios/cuda/gemm_runner.h"
@@ -34,13 +35,16 @@ namespace flare::helios::cuda {
 class CudaBackend final : public Backend {
  public:
   // Throws flare::Error when the driver, the device or NVRTC is unavailable, or a kernel fails to compile.
+  // `options` (cuda_backend_options.h): measurement and test switches; the defaults serve.
   CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
-              const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root));
+              const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root),
+              const CudaBackendOptions& options = {});
   // Kernels only from `prebuilt` (module key -> CUBIN, what a package carries): NVRTC is never
   // loaded, and a kernel missing from the map is an error naming it (flare run compiles nothing).
   CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
               std::map<std::string, std::string> prebuilt,
-              const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root));
+              const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root),
+              const CudaBackendOptions& options = {});
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -98,7 +102,7 @@ class CudaBackend final : public Backend {
   // for their scales (128 x 128 blocks, or one scale per row).
   bool supports_fp8_weights(std::int64_t rows, std::int64_t cols, std::int32_t block_rows,
                             std::int32_t block_cols) override;
-  void linear_fp8(const Tensor& x, const Tensor& weight, const WeightScales& scales, const Tensor* bias,
+  void linear_fp8(const Tensor& x, const Tensor& weight, const QuantizedWeight& scales, const Tensor* bias,
                   Tensor out) override;
   void reserve_fp8_linear(std::int64_t max_cols) override;
   void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) override;
@@ -108,6 +112,10 @@ class CudaBackend final : public Backend {
                        const RotaryParams& rope, const QkNormParams* qk_norm) override;
   void attention(const KvCache& cache, const Tensor& q, const AttentionParams& params, Tensor out) override;
   void swiglu(const Tensor& gate_up, Tensor out) override;
+  void geglu(const Tensor& gate_up, Tensor out) override;
+  // soft_cap on f32 logits; scale on bf16 activations (or f32 tensors), rounded once.
+  void soft_cap(Tensor x, float cap) override;
+  void scale(Tensor x, float factor) override;
   // The streaming GEMM with SwiGLU in its epilogue where its race wins (gemm_runner.h), else the two.
   void linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) override;
   void gather_logit_rows(const Tensor& x, Tensor out) override;
@@ -136,17 +144,23 @@ class CudaBackend final : public Backend {
   // ("sm_90a"), the others for "sm_90": compile_arch() says which.
   static constexpr const char* k_arch_specific_define = "FLARE_ARCH_SPECIFIC";
   std::string compile_arch(const Defines& defines) const;
-  // Whether the stream GEMM races here: on sm_90 unless FLARE_CUDA_STREAM_GEMM=0 (for measuring
-  // what it brings).
+  // Whether the stream GEMM races here: on sm_90 unless options_.stream_gemm is off (for measuring
+  // what it brings) or the package has no images of its modules. It decides whether the
+  // constructor compiles (and an export carries) the stream GEMM's modules.
   bool stream_gemm_wanted() const;
   // Launches with programmatic dependent launch where programmatic_launch() says so, or, for a
-  // kernel with work to do before it waits for the previous one, early_work_programmatic_launch().
+  // kernel with work to do before it waits for the previous one, early_work_programmatic_launch()
+  // (both under options_.dependent_launch).
   void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name,
               bool early_work = false);
   // The attention kernels attention() dispatches to (cuda_attention.cpp).
   void attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
   void attention_prefill(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
   void attention_plain(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
+  // swiglu and geglu (op): the kernels flare_<op> and flare_<op>_vec of swiglu.cu.
+  void gated_activation(const Tensor& gate_up, Tensor out, const std::string& op);
+  // scale and soft_cap: the kernel `entry` of scale.cu over each row of x.
+  void scale_rows(Tensor x, float value, const char* entry);
 
   // Device addresses of the step descriptor's int32 arrays (begin_step fills them).
   struct StepArrays {
@@ -158,6 +172,7 @@ class CudaBackend final : public Backend {
     CUdeviceptr logit_tokens = 0;     // [n_logit_rows] token index of each logits row
   };
 
+  CudaBackendOptions options_;  // fixed at construction
   Context context_;
   Stream stream_;
   std::unique_ptr<Nvrtc> nvrtc_;                  // null when kernels come from a package
@@ -184,6 +199,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceMemory> attention_scratch_;  // split-KV decode counters and partials, grows on demand
   std::size_t attention_counters_ = 0;                // merge counters at its front
   std::map<CUfunction, int> attention_decode_resident_;  // decode kernels (ring allowed): CTAs resident an SM
+  std::set<CUfunction> attention_prefill_smem_set_;     // prefill kernels allowed their dynamic tiles
   std::set<CUfunction> sampler_smem_set_;             // samplers allowed their shared slices
 
   // cuBLASLt GEMMs (cuda_backend_gemm.cpp); gemm_ is null when cuBLASLt did not load.

@@ -20,15 +20,16 @@ void CudaBackend::init_gemm(const std::filesystem::path& kernel_cache_dir) {
       [this](const std::string& entry, int tile) {
         return function(k_skinny_gemm_source, entry, skinny_tile_defines(tile));
       },
-      early_work_programmatic_launch(device()));
+      early_work_programmatic_launch(device(), options_.dependent_launch));
   gemm_ = std::make_unique<GemmRunner>(*cublaslt_, device().arch(), stream_, std::move(skinny));
   gemm_->set_l2_bytes(device().l2_bytes);
+  gemm_->set_race_log(options_.gemm_race_log);
   if (stream_gemm_wanted()) {  // its modules were precompiled with the others
     gemm_->set_stream_gemm(std::make_unique<StreamGemm>(
         [this](const std::string& entry, int tile) {
           return function(k_stream_gemm_source, entry, stream_tile_defines(tile));
         },
-        early_work_programmatic_launch(device())));
+        early_work_programmatic_launch(device(), options_.dependent_launch)));
   }
   function("bias_add", "flare_bias_add_bf16");
   function("bias_add", "flare_bias_add_f32");
@@ -115,7 +116,7 @@ void CudaBackend::reserve_fp8_linear(std::int64_t max_cols) {
         [this](const std::string& entry, int tile) {
           return function(k_fp8_linear_source, entry, fp8_tile_defines(tile));
         },
-        early_work_programmatic_launch(device()),
+        early_work_programmatic_launch(device(), options_.dependent_launch),
         device().compute_major * 10 + device().compute_minor >= 89));
   }
   reserve_fp8_scratch(std::max(step_capacity_tokens_, std::int64_t(1)));
@@ -125,7 +126,7 @@ void CudaBackend::reserve_fp8_scratch(std::int64_t m) {
   if (fp8_max_cols_ > 0 && gemm_ && gemm_->reserve_fp8(m, fp8_max_cols_)) ++graph_generation_;
 }
 
-void CudaBackend::linear_fp8(const Tensor& x, const Tensor& weight, const WeightScales& scales, const Tensor* bias,
+void CudaBackend::linear_fp8(const Tensor& x, const Tensor& weight, const QuantizedWeight& scales, const Tensor* bias,
                              Tensor out) {
   expect_dtype(x, DType::bf16, "FP8 linear input");
   expect_dtype(weight, DType::f8_e4m3, "FP8 linear weight");

@@ -5,8 +5,8 @@
 // Each CTA holds its slice of the row in shared memory when it fits (on an H200, vocabularies up
 // to about 440k), else reads it from global memory.
 //
-// For tests, FLARE_CUDA_SAMPLER_CTAS=1 samples with one CTA per row where clusters exist, and
-// FLARE_CUDA_SAMPLER_GLOBAL=1 keeps the slices in global memory.
+// For tests, CudaBackendOptions::sampler_one_cta samples with one CTA per row where clusters
+// exist, and sampler_global_slices keeps the slices in global memory.
 //
 // Rows the kernel does not handle are sampled on the host (the Backend default, which downloads
 // only those rows): more than k_device_max_top_logprobs top logprobs, or a logit bias of +inf
@@ -15,11 +15,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
-#include <string_view>
 
 #include "common/error.h"
 #include "helios/cuda/cuda_backend.h"
@@ -112,22 +110,19 @@ SampleRowParams row_params(const SampleRequest& request, std::vector<std::int32_
   return row;
 }
 
-bool environment_flag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && std::string_view(value) == "1";
-}
-
 }  // namespace
 
-// CTAs a row: a cluster of 8 where the device has clusters (sm_90+), one CTA elsewhere. Each CTA
-// holds its slice (a multiple of 4 ids, for 16-byte copies) in shared memory when it fits.
-SamplerLayout sampler_layout(const DeviceInfo& device, std::int32_t vocab) {
+// CTAs a row: a cluster of 8 where the device has clusters (sm_90+) and options.sampler_one_cta is
+// off, one CTA elsewhere (the count is the module's FLARE_CLUSTER define, so it picks the module).
+// Each CTA holds its slice (a multiple of 4 ids, for 16-byte copies) in shared memory when it fits
+// and options.sampler_global_slices is off.
+SamplerLayout sampler_layout(const DeviceInfo& device, std::int32_t vocab, const CudaBackendOptions& options) {
   SamplerLayout layout;
-  layout.ctas = device.compute_major >= 9 && !environment_flag("FLARE_CUDA_SAMPLER_CTAS") ? 8 : 1;
+  layout.ctas = device.compute_major >= 9 && !options.sampler_one_cta ? 8 : 1;
   const std::int64_t per_cta = (std::int64_t(vocab) + layout.ctas - 1) / layout.ctas;
   layout.slice = std::int32_t((per_cta + 3) / 4 * 4);
   layout.in_shared = std::int64_t(layout.slice) * 4 <= device.max_shared_bytes_per_block - k_sample_static_smem &&
-                     !environment_flag("FLARE_CUDA_SAMPLER_GLOBAL");
+                     !options.sampler_global_slices;
   return layout;
 }
 
@@ -154,7 +149,7 @@ void CudaBackend::reserve_sampling(std::int32_t max_rows, std::int32_t vocab_siz
   SamplerScratch& scratch = *sampler_;
   const std::size_t n_rows = std::size_t(max_rows), cells = n_rows * std::size_t(vocab_size);
   sampler_reserve(scratch.device_out, n_rows * sizeof(SampleRowResult));
-  if (!sampler_layout(context_.device(), vocab_size).in_shared) {
+  if (!sampler_layout(context_.device(), vocab_size, options_).in_shared) {
     sampler_reserve(scratch.processed, cells * sizeof(float));
   }
   if (sampler_reserve(scratch.marks, cells * sizeof(std::int32_t))) {
@@ -201,7 +196,7 @@ std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, std::span<co
     sampler_reserve(scratch.device_in, scratch.host_in.size());
     sampler_reserve(scratch.device_out, n_rows * sizeof(SampleRowResult));
     const std::size_t cells = n_rows * std::size_t(vocab);
-    const SamplerLayout layout = sampler_layout(context_.device(), vocab);
+    const SamplerLayout layout = sampler_layout(context_.device(), vocab, options_);
     // Penalties rewrite a shared slice in place; only slices in global memory need the scratch row.
     const bool needs_processed = any_penalized && !layout.in_shared;
     if (needs_processed) sampler_reserve(scratch.processed, cells * sizeof(float));

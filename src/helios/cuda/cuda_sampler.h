@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "helios/cuda/cuda_backend_options.h"
 #include "helios/cuda/driver.h"
 
 namespace flare::helios::cuda {
@@ -31,7 +32,7 @@ struct SamplerLayout {
   std::int32_t slice = 0;
   bool in_shared = false;
 };
-SamplerLayout sampler_layout(const DeviceInfo& device, std::int32_t vocab);
+SamplerLayout sampler_layout(const DeviceInfo& device, std::int32_t vocab, const CudaBackendOptions& options);
 // The kernel's defines for a layout (its CTAs a row; the slice is an argument).
 std::vector<std::pair<std::string, std::string>> sampler_defines(const SamplerLayout& layout);
 

@@ -1,7 +1,6 @@
 // The CUDA driver through dlopen (see driver.h).
 #include "helios/cuda/driver.h"
 
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -251,21 +250,12 @@ CUfunction Module::function(const char* entry) const {
   return f;
 }
 
-namespace {
-// FLARE_CUDA_PDL: "1", "0", or unset ("").
-std::string_view pdl_setting() {
-  static const std::string value = [] {
-    const char* v = std::getenv("FLARE_CUDA_PDL");
-    return std::string(v ? v : "");
-  }();
-  return value;
+bool programmatic_launch(const DeviceInfo& device, DependentLaunch mode) {
+  return mode == DependentLaunch::all && device.compute_major >= 9;
 }
-}  // namespace
 
-bool programmatic_launch(const DeviceInfo& device) { return pdl_setting() == "1" && device.compute_major >= 9; }
-
-bool early_work_programmatic_launch(const DeviceInfo& device) {
-  return pdl_setting() != "0" && device.compute_major >= 9;
+bool early_work_programmatic_launch(const DeviceInfo& device, DependentLaunch mode) {
+  return mode != DependentLaunch::off && device.compute_major >= 9;
 }
 
 CUresult try_launch(CUfunction function, const LaunchShape& s, CUstream stream, void** args) {

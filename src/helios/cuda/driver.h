@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "helios/cuda/cuda_backend_options.h"
+
 namespace flare::helios::cuda {
 
 // The entry points Flare uses; each member is named as the API call it holds.
@@ -193,16 +195,16 @@ struct LaunchShape {
   bool overlap_previous = false;
 };
 
-// Whether kernels on this device launch with overlap_previous: sm_90 and later when the
-// environment sets FLARE_CUDA_PDL=1. Off by default: on an H200 the Llama-3.1-8B batch-1 decode
+// Whether kernels on this device launch with overlap_previous: sm_90 and later under
+// DependentLaunch::all. Not by default (early_work): on an H200 the Llama-3.1-8B batch-1 decode
 // graph ran 2.5% slower with every kernel overlapping (docs/PERF.md).
-bool programmatic_launch(const DeviceInfo& device);
-// Whether the kernels with work to do before they wait (the skinny and streaming GEMMs, the decode
-// attention) launch with overlap_previous: sm_90 and later unless FLARE_CUDA_PDL=0. The GEMMs'
+bool programmatic_launch(const DeviceInfo& device, DependentLaunch mode);
+// Whether the kernels with work to do before they wait (the skinny, streaming and FP8 GEMMs, the
+// decode attention) launch with overlap_previous: sm_90 and later unless `mode` is off. The GEMMs'
 // first weight loads go out before they wait for the previous kernel, so the weight stream's ramp
 // hides under that kernel's tail (H200, Llama-3.1-8B batch-1 graph: 4.22 -> 4.14 ms); the decode
 // attention reads its rows' lengths and first block-table entries there.
-bool early_work_programmatic_launch(const DeviceInfo& device);
+bool early_work_programmatic_launch(const DeviceInfo& device, DependentLaunch mode);
 
 // cuLaunchKernel (cuLaunchKernelEx with overlap_previous) with `args` pointing at each argument's
 // value, in the kernel's parameter order. Returns the driver's answer.

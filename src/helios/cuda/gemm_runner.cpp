@@ -3,10 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -66,13 +64,8 @@ cublasLtMatmulAlgo_t algo_of(const std::array<std::uint64_t, 8>& words) {
   return algo;
 }
 
-// FLARE_GEMM_RACE_LOG=1: each race's entrants and times on stderr, to see why a kernel won.
+// Each race's entrants and times on stderr, to see why a kernel won (set_race_log()).
 void log_race(const GemmShapeKey& key, const std::vector<GemmChoice>& entrants, const RaceResult& raced) {
-  static const bool wanted = [] {
-    const char* v = std::getenv("FLARE_GEMM_RACE_LOG");
-    return v && std::string_view(v) == "1";
-  }();
-  if (!wanted) return;
   std::string line =
       fmt::format("gemm race m {} n {} k {}{}:", key.m_bucket, key.n, key.k,
                   key.fusion == GemmFusion::residual_norm ? " into norm"
@@ -442,7 +435,7 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_plan(const GemmOperands& op, 
     return enqueue_choice(*plan, choices[std::size_t(i)], weights.next(op));
   };
   const RaceResult raced = race(int(choices.size()), enqueue_candidate, stream_, settings);
-  log_race(key, choices, raced);
+  if (race_log_) log_race(key, choices, raced);
   tuning.count_timed();
   if (raced.winner < 0) return nullptr;  // none of the entrants runs
   GemmChoice won = choices[std::size_t(raced.winner)];
@@ -574,7 +567,7 @@ std::unique_ptr<GemmRunner::Plan> GemmRunner::make_split_plan(const GemmOperands
   const RaceResult raced = race(int(entrants.size()), enqueue_entrant, stream_, settings);
   std::vector<GemmChoice> named;
   for (const auto& e : entrants) named.push_back(e ? e->choice : plain->choice);
-  log_race(key, named, raced);
+  if (race_log_) log_race(key, named, raced);
   tuning.count_timed();
   if (raced.winner < 0 || !entrants[std::size_t(raced.winner)]) {
     record_plain(raced.winner < 0 ? 0.0f : raced.time_us, entrants.size());
@@ -663,7 +656,7 @@ int GemmRunner::make_swiglu_choice(const GemmOperands& op, GemmTuning& tuning, C
   for (const int v : entrants) {
     named.push_back(v < 0 ? plain->choice : GemmChoice{.kind = GemmKind::stream_swiglu, .variant = std::uint8_t(v)});
   }
-  log_race(key, named, raced);
+  if (race_log_) log_race(key, named, raced);
   tuning.count_timed();
   if (raced.winner < 0 || entrants[std::size_t(raced.winner)] < 0) {
     record_plain(raced.winner < 0 ? 0.0f : raced.time_us, entrants.size());

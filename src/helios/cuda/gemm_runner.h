@@ -98,6 +98,9 @@ class GemmRunner {
   // The device's L2 size: the race times weights smaller than twice this from copies taken in turn,
   // so that each run reads them from HBM as a step does. 0 (the default) times them in place.
   void set_l2_bytes(std::size_t bytes) { l2_bytes_ = bytes; }
+  // Whether each race prints its entrants and times on stderr (CudaBackendOptions::gemm_race_log);
+  // off by default.
+  void set_race_log(bool on) { race_log_ = on; }
   // The FP8 skinny kernel's variant `variant` on a problem it takes, untimed and unplanned (the
   // backend's last resort); false when it does not take it or the launch fails.
   bool enqueue_fp8_skinny(const GemmOperands& op, int variant) const {
@@ -193,6 +196,7 @@ class GemmRunner {
   std::unique_ptr<StreamGemm> stream_gemm_;  // null: not on this GPU
   std::unique_ptr<DeviceMemory> fp8_scratch_;  // quantized activations and their scales
   std::size_t l2_bytes_ = 0;
+  bool race_log_ = false;
   std::int64_t fp8_scratch_m_ = 0, fp8_scratch_k_ = 0;
   std::map<std::tuple<std::int64_t, std::int64_t, Fp8Scaling>, bool> fp8_available_;  // fp8_cublaslt_available()
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;

@@ -47,15 +47,18 @@
 // Counters: int [n_rows][n_kv_heads * n_head_groups], zero before the first launch.
 // Shared memory (dynamic, k_smem_bytes): the copy ring, then the warps' accumulators of the item
 // being merged, apart from the ring so that the next item's copies fly during the merge.
-// Targets sm_80+. Defines: HEAD_DIM (64 or 128, required), PAGE_SIZE (tokens per page, required: a
-// package's page size is fixed at export), GROUP (query heads per CTA, 1..16, default 1), KV_FP8
-// (1: e4m3 pages, default 0), KV_STAGES (iterations in the copy ring; the host's choice, which sizes
-// the dynamic shared memory to match).
+// Targets sm_80+. Defines: HEAD_DIM (64, 128 or 256, required), PAGE_SIZE (tokens per page, required:
+// a package's page size is fixed at export), GROUP (query heads per CTA, 1..16, 1..8 at head dim 256,
+// default 1), KV_FP8 (1: e4m3 pages, default 0), KV_STAGES (iterations in the copy ring; the host's
+// choice, which sizes the dynamic shared memory to match).
+// Head dim 256 (Gemma 3) is the same code with twice the units a key: a BF16 key is one warp-wide
+// copy of 32 units (FP8 two keys a copy, as BF16 at 128), and a thread holds HEAD_DIM / 16 = 16 O^T
+// m-tiles a head n-tile, which is why it takes at most 8 heads (one n-tile) an item.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 // Programmatic dependent launch (sm_90+, when the host launches with it: by default on sm_90+, off
-// with FLARE_CUDA_PDL=0): the next kernel may start launching once every CTA of this one has
+// with DependentLaunch::off): the next kernel may start launching once every CTA of this one has
 // started, and this one waits for the previous kernel to finish (its results, and its reads of what
 // this one overwrites) before touching what that kernel writes: Q, the KV pages (the step's new
 // keys), the partials and counters. Before the wait it reads only what the host uploaded for the
@@ -85,11 +88,14 @@ __device__ __forceinline__ void flare_pdl_wait() {
 #define KV_FP8 0
 #endif
 
-#if HEAD_DIM != 64 && HEAD_DIM != 128
-#error "attention_decode supports HEAD_DIM 64 and 128"
+#if HEAD_DIM != 64 && HEAD_DIM != 128 && HEAD_DIM != 256
+#error "attention_decode supports HEAD_DIM 64, 128 and 256"
 #endif
 #if GROUP < 1 || GROUP > 16
 #error "attention_decode takes 1..16 query heads per CTA"
+#endif
+#if HEAD_DIM == 256 && GROUP > 8
+#error "attention_decode takes 1..8 query heads per CTA at head dim 256"
 #endif
 
 constexpr int k_warps = 4;
@@ -159,8 +165,9 @@ constexpr int k_max_cta_items = 128;
 // FP8 pages run four CTAs an SM (by registers: with more warps resident the conversions hide the
 // loads better than a deeper ring does), so their registers are capped to fit four (up to 8 heads
 // a CTA; 16 would spill), and each item loads its own Q (the other CTAs on the SM hide that); the
-// others load the next item's Q early.
-constexpr int k_min_resident_ctas = KV_FP8 && GROUP <= 8 ? 4 : 1;
+// others load the next item's Q early. At head dim 256 shared memory, not registers, bounds the
+// CTAs an SM (two for FP8, one for BF16), so the registers are not capped.
+constexpr int k_min_resident_ctas = KV_FP8 && GROUP <= 8 && HEAD_DIM <= 128 ? 4 : 1;
 constexpr bool k_prefetch_q = !KV_FP8;
 constexpr int k_key_units = HEAD_DIM / k_unit_dims;                  // units per key, K or V
 constexpr int k_keys_per_copy = 32 / k_key_units;                    // keys per warp-wide copy

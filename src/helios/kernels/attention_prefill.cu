@@ -11,12 +11,17 @@
 //     keys in tiles of 64: S = Q K^T on tensor cores, online softmax in registers (base 2), O += P V.
 //     K and V tiles live in shared memory (16-byte chunks XOR-swizzled by key so ldmatrix reads are
 //     conflict-free); the next K tile loads (cp.async) while P V runs, the next V tile while Q K^T runs.
+//     Head dim 256 (Gemma 3): Q's fragments and O's accumulators would not both fit a thread's
+//     registers (64 + 128), so Q waits in shared memory beside the K and V tiles (same swizzle) and
+//     its fragments are loaded (ldmatrix) for each K tile; the three tiles (96 KiB) are dynamic shared
+//     memory (k_smem_bytes, which the host launches with), and a CTA has four warps (64 query
+//     tokens): two CTAs an SM on sm_90, and the three tiles fit the 99 KiB of sm_86/89/120.
 // Targets sm_80+. On sm_90, wgmma with TMA-fed tiles and a producer warp would replace mma.sync and
 // cp.async and let one CTA cover the GQA group's query heads at once (K/V read once per group).
-// Defines: HEAD_DIM (64 or 128, required), KV_FP8 (1: e4m3 pages, default 0).
+// Defines: HEAD_DIM (64, 128 or 256, required), KV_FP8 (1: e4m3 pages, default 0).
 #include <cuda_bf16.h>
 
-// Programmatic dependent launch (sm_90+, when the host launches with it: FLARE_CUDA_PDL=1): the next
+// Programmatic dependent launch (sm_90+, when the host launches with it: DependentLaunch::all): the next
 // kernel may start launching once every CTA of this one has started, and this one waits for the
 // previous kernel to finish (its results, and its reads of what this one overwrites) before
 // touching global memory. Both are no-ops for a plain launch.
@@ -33,11 +38,13 @@ __device__ __forceinline__ void flare_pdl_enter() {
 #ifndef KV_FP8
 #define KV_FP8 0
 #endif
-#if HEAD_DIM != 64 && HEAD_DIM != 128
-#error "attention_prefill supports HEAD_DIM 64 and 128"
+#if HEAD_DIM != 64 && HEAD_DIM != 128 && HEAD_DIM != 256
+#error "attention_prefill supports HEAD_DIM 64, 128 and 256"
 #endif
 
-constexpr int k_warps = 8;                     // 16 query tokens each (8 ran 1.2x faster than 4 on H200)
+// 16 query tokens each (at head dim 128, 8 ran 1.2x faster than 4 on H200); 4 at head dim 256, whose
+// Q waits in shared memory (above). The host's prefill_warps.
+constexpr int k_warps = HEAD_DIM == 256 ? 4 : 8;
 constexpr int k_block_m = 16 * k_warps;        // query tokens per CTA
 constexpr int k_block_n = 64;                  // keys per tile
 constexpr int k_threads = 32 * k_warps;
@@ -45,6 +52,10 @@ constexpr int k_chunks = HEAD_DIM / 8;         // 16-byte bf16 chunks per key ro
 constexpr int k_ksteps = HEAD_DIM / 16;        // mma k-steps over the head dim
 constexpr int k_key_ntiles = k_block_n / 8;    // S columns in mma n-tiles of 8 keys
 constexpr int k_dim_ntiles = HEAD_DIM / 8;     // O columns in n-tiles of 8 dims
+#if HEAD_DIM == 256
+constexpr int k_tile_bytes = k_block_n * HEAD_DIM * 2;                      // a K or V tile, bf16
+constexpr int k_smem_bytes = 2 * k_tile_bytes + k_block_m * HEAD_DIM * 2;  // with Q: the host's launch
+#endif
 
 #if KV_FP8
 typedef unsigned char kv_t;
@@ -170,8 +181,21 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
                         const int* __restrict__ positions, const int* __restrict__ token_rows,
                         const int* __restrict__ row_first_block, const int* __restrict__ block_tables) {
   flare_pdl_enter();
+#if HEAD_DIM == 256
+  // The K tile, the V tile, then the CTA's Q [k_block_m][HEAD_DIM] (k_smem_bytes).
+  extern __shared__ __align__(128) unsigned char s_tiles[];
+  unsigned char* const s_k = s_tiles;
+  unsigned char* const s_v = s_tiles + k_tile_bytes;
+  unsigned char* const s_q = s_tiles + 2 * k_tile_bytes;
+  if (threadIdx.x == 0) {  // a host that sized the tiles differently fails the launch, not the math
+    unsigned dynamic_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
+    if (dynamic_bytes < unsigned(k_smem_bytes)) __trap();
+  }
+#else
   __shared__ __align__(128) unsigned char s_k[k_block_n * HEAD_DIM * 2];
   __shared__ __align__(128) unsigned char s_v[k_block_n * HEAD_DIM * 2];
+#endif
 
   const int row = blockIdx.z, head = blockIdx.y;
   const int row_begin = flare_lower_bound(token_rows, n_tokens, row);
@@ -192,6 +216,34 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
 #pragma unroll
   for (int r = 0; r < 2; ++r) qpos[r] = qi[r] < n_q ? positions[t0 + qi[r]] : -1;  // -1: sees no key
 
+#if HEAD_DIM == 256
+  // Q [n_q][HEAD_DIM] into s_q (rows past n_q zero), swizzled like the K tiles; the copies join the
+  // first K tile's group, so the first wait for K covers them.
+  const __nv_bfloat16* q_base = q + (long long)t0 * q_stride + (long long)head * HEAD_DIM;
+  if (((reinterpret_cast<unsigned long long>(q) | (unsigned long long)q_stride * 2) & 15) == 0) {
+    for (int i = threadIdx.x; i < k_block_m * k_chunks; i += k_threads) {
+      const int r = i / k_chunks, chunk = i % k_chunks;
+      const __nv_bfloat16* src = r < n_q ? q_base + (long long)r * q_stride + chunk * 8 : q;
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                       flare_smem_address(s_q + flare_tile_offset(r, chunk))),
+                   "l"(src), "r"(r < n_q ? 16 : 0));
+    }
+  } else {  // a view whose rows are not 16-byte aligned: element loads (once per CTA)
+    for (int i = threadIdx.x; i < k_block_m * k_chunks; i += k_threads) {
+      const int r = i / k_chunks, chunk = i % k_chunks;
+      unsigned words[4] = {0, 0, 0, 0};
+      if (r < n_q) {
+        const __nv_bfloat16* src = q_base + (long long)r * q_stride + chunk * 8;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const __nv_bfloat162 pair = __halves2bfloat162(src[2 * j], src[2 * j + 1]);
+          words[j] = *reinterpret_cast<const unsigned*>(&pair);
+        }
+      }
+      *reinterpret_cast<uint4*>(s_q + flare_tile_offset(r, chunk)) = make_uint4(words[0], words[1], words[2], words[3]);
+    }
+  }
+#else
   // Q fragments (A operand, row-major 16 x HEAD_DIM), straight from global memory once.
   unsigned qa[k_ksteps][4];
 #pragma unroll
@@ -206,6 +258,7 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
       qa[ks][r + 2] = *reinterpret_cast<const unsigned*>(&hi);
     }
   }
+#endif
 
   float o[k_dim_ntiles][4];
 #pragma unroll
@@ -231,6 +284,30 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
 
     // S = Q K^T: 16 x 64 per warp. B fragments are K rows: ldmatrix (no transpose), 8 keys x 32 dims.
     float s[k_key_ntiles][4];
+#if HEAD_DIM == 256
+    // Q's A fragments of two k-steps at a time from s_q (ldmatrix: 16 rows x 16 dims each), then every
+    // key n-tile's; each s[n] sums its k-steps in the same order as the register path.
+#pragma unroll
+    for (int n = 0; n < k_key_ntiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int p = 0; p < k_ksteps / 2; ++p) {
+      unsigned qa[2][4];
+      const int q_row = warp * 16 + lane % 8 + 8 * ((lane / 8) % 2);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        flare_ldmatrix_x4(flare_smem_address(s_q + flare_tile_offset(q_row, 4 * p + 2 * j + lane / 16)), qa[j][0],
+                          qa[j][1], qa[j][2], qa[j][3]);
+      }
+#pragma unroll
+      for (int n = 0; n < k_key_ntiles; ++n) {
+        unsigned b0, b1, b2, b3;
+        flare_ldmatrix_x4(flare_smem_address(s_k + flare_tile_offset(n * 8 + lane % 8, p * 4 + lane / 8)), b0, b1, b2,
+                          b3);
+        flare_mma(s[n], qa[0], b0, b1);
+        flare_mma(s[n], qa[1], b2, b3);
+      }
+    }
+#else
 #pragma unroll
     for (int n = 0; n < k_key_ntiles; ++n) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -243,6 +320,7 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
         flare_mma(s[n], qa[2 * p + 1], b2, b3);
       }
     }
+#endif
     __syncthreads();  // every warp is done with this K tile
     if (has_next) {
       flare_load_tile(s_k, k_base, blocks, key0 + k_block_n, key_begin, length, page_size, page_elems, slot_elems);

@@ -17,7 +17,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
-// Programmatic dependent launch (sm_90+, when the host launches with it: FLARE_CUDA_PDL=1): the next
+// Programmatic dependent launch (sm_90+, when the host launches with it: DependentLaunch::all): the next
 // kernel may start launching once every CTA of this one has started, and this one waits for the
 // previous kernel to finish (its results, and its reads of what this one overwrites) before
 // touching global memory. Both are no-ops for a plain launch.

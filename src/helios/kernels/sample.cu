@@ -33,7 +33,7 @@
 // Defines: FLARE_BLOCK (threads per CTA, a multiple of 32, default 512), FLARE_CLUSTER (CTAs per
 // row: 1, or 2..8 on sm_90+, default 1). Dynamic shared memory: slice floats when slice_in_smem.
 
-// Programmatic dependent launch (sm_90+, when the host launches with it: FLARE_CUDA_PDL=1): the next
+// Programmatic dependent launch (sm_90+, when the host launches with it: DependentLaunch::all): the next
 // kernel may start launching once every CTA of this one has started, and this one waits for the
 // previous kernel to finish (its results, and its reads of what this one overwrites) before
 // touching global memory. Both are no-ops for a plain launch.

@@ -77,7 +77,7 @@ const GpuPreparationCounts& GpuPreparation::counts() const { return state_->coun
 
 void GpuPreparation::load_weights(const model::PreparedLookup& lookup) {
   State& s = *state_;
-  model::Weights weights = model::weights_from_prepared(s.spec, lookup, *s.backend);
+  model::LoadedWeights weights = model::weights_from_prepared(s.spec, lookup, *s.backend);
   s.model = std::make_unique<model::Model>(s.spec, *s.backend, std::move(weights));
   const std::int32_t page = s.options.page_size_tokens;
   const std::uint32_t max_bucket = s.options.buckets.empty() ? 1 : s.options.buckets.back();

@@ -31,6 +31,12 @@ TEST(BenchOptions, DefaultsMeasureTheIssueTargets) {
   EXPECT_EQ(a.options.profile_batch, 0);
   EXPECT_FALSE(a.options.json_path);
   EXPECT_FALSE(a.help);
+  // The CUDA backend's switches default to what flare run serves with.
+  EXPECT_TRUE(a.options.backend.stream_gemm);
+  EXPECT_EQ(a.options.backend.dependent_launch, helios::cuda::DependentLaunch::early_work);
+  EXPECT_FALSE(a.options.backend.gemm_race_log);
+  EXPECT_FALSE(a.options.backend.sampler_one_cta);
+  EXPECT_FALSE(a.options.backend.sampler_global_slices);
 }
 
 TEST(BenchOptions, ParsesEveryOptionInBothForms) {
@@ -38,7 +44,8 @@ TEST(BenchOptions, ParsesEveryOptionInBothForms) {
                                         "256,8192", "--kv-dtype", "bf16,fp8", "--attention-batch", "8",
                                         "--attention-context=0", "--warmup", "0", "--repetitions", "3", "--gpu", "1",
                                         "--seed", "7", "--json", "/tmp/x.json", "--kernel-cache", "/tmp/k",
-                                        "--no-breakdown", "--profile-batch", "4"});
+                                        "--no-breakdown", "--profile-batch", "4", "--no-stream-gemm",
+                                        "--dependent-launch", "all", "--gemm-race-log"});
   EXPECT_EQ(a.shape, "qwen3-8b");
   EXPECT_EQ(a.options.batches, (std::vector<std::int32_t>{1, 4, 16}));
   EXPECT_EQ(a.options.prefill_tokens, 512);
@@ -54,6 +61,13 @@ TEST(BenchOptions, ParsesEveryOptionInBothForms) {
   EXPECT_EQ(a.options.kernel_cache->string(), "/tmp/k");
   EXPECT_FALSE(a.options.breakdown);
   EXPECT_EQ(a.options.profile_batch, 4);
+  EXPECT_FALSE(a.options.backend.stream_gemm);
+  EXPECT_EQ(a.options.backend.dependent_launch, helios::cuda::DependentLaunch::all);
+  EXPECT_TRUE(a.options.backend.gemm_race_log);
+  EXPECT_EQ(bench_args_parse({"--dependent-launch=off"}).options.backend.dependent_launch,
+            helios::cuda::DependentLaunch::off);
+  EXPECT_EQ(bench_args_parse({"--dependent-launch", "early-work"}).options.backend.dependent_launch,
+            helios::cuda::DependentLaunch::early_work);
   EXPECT_TRUE(bench_args_parse({"--help"}).help);
   EXPECT_TRUE(bench_args_parse({"-h"}).help);
 }
@@ -74,6 +88,8 @@ TEST(BenchOptions, BadValuesAreUsageErrorsNamingTheFlag) {
   EXPECT_EQ(parse_error_code({"--kv-dtype", "fp16"}, &message), ExitCode::usage);
   EXPECT_NE(message.find("'fp16' is not a KV dtype"), std::string::npos) << message;
   EXPECT_EQ(parse_error_code({"--kv-dtype", "fp8,fp8"}), ExitCode::usage);
+  EXPECT_EQ(parse_error_code({"--dependent-launch", "1"}, &message), ExitCode::usage);
+  EXPECT_NE(message.find("--dependent-launch: '1' is not a launch mode"), std::string::npos) << message;
   EXPECT_EQ(parse_error_code({"--attention-batch", "0"}), ExitCode::usage);
   EXPECT_EQ(parse_error_code({"--profile-batch", "-1"}), ExitCode::usage);
   EXPECT_EQ(parse_error_code({"--buckets", "1,64", "--profile-batch", "32"}, &message), ExitCode::usage);

@@ -69,6 +69,24 @@ TEST(BenchReport, DerivesRatiosAndTargets) {
   EXPECT_NE(report_table(r).find("NOT MET"), std::string::npos);
 }
 
+// The backend's measurement switches are in the JSON always, and in the table only when they
+// differ from what flare run serves with.
+TEST(BenchReport, RecordsTheBackendSwitches) {
+  BenchReport r;
+  nlohmann::json doc = report_json(r);
+  EXPECT_EQ(doc["options"]["backend"]["stream_gemm"], true);
+  EXPECT_EQ(doc["options"]["backend"]["dependent_launch"], "early-work");
+  EXPECT_EQ(doc["options"]["backend"]["gemm_race_log"], false);
+  EXPECT_EQ(report_table(r).find("backend switches"), std::string::npos);
+  r.options.backend.stream_gemm = false;
+  r.options.backend.dependent_launch = helios::cuda::DependentLaunch::all;
+  doc = report_json(r);
+  EXPECT_EQ(doc["options"]["backend"]["stream_gemm"], false);
+  EXPECT_EQ(doc["options"]["backend"]["dependent_launch"], "all");
+  EXPECT_NE(report_table(r).find("backend switches: stream GEMM off, dependent launch all"), std::string::npos)
+      << report_table(r);
+}
+
 TEST(BenchReport, NoBatchOneMeansNoDecodeTargets) {
   BenchReport r;
   r.weight_bytes_per_token = 15e9;

@@ -14,13 +14,45 @@ namespace {
 constexpr int k_sm80_bytes = 166912, k_sm89_bytes = 101376, k_sm90_bytes = 232448;
 
 TEST(AttentionDecodePlan, HeadsPerItemDivideTheGroupUpToSixteen) {
-  EXPECT_EQ(decode_heads_per_cta(1), 1);
-  EXPECT_EQ(decode_heads_per_cta(4), 4);
-  EXPECT_EQ(decode_heads_per_cta(7), 7);
-  EXPECT_EQ(decode_heads_per_cta(16), 16);
-  EXPECT_EQ(decode_heads_per_cta(32), 16);
-  EXPECT_EQ(decode_heads_per_cta(24), 12);
-  EXPECT_EQ(decode_heads_per_cta(17), 1) << "a prime group above 16 takes one head an item";
+  for (const int bytes : {k_sm80_bytes, k_sm89_bytes, k_sm90_bytes}) {  // no limit at head dims 64 and 128
+    for (const int head_dim : {64, 128}) {
+      for (const bool fp8 : {false, true}) {
+        EXPECT_EQ(decode_heads_per_cta(1, head_dim, fp8, bytes), 1);
+        EXPECT_EQ(decode_heads_per_cta(4, head_dim, fp8, bytes), 4);
+        EXPECT_EQ(decode_heads_per_cta(7, head_dim, fp8, bytes), 7);
+        EXPECT_EQ(decode_heads_per_cta(16, head_dim, fp8, bytes), 16);
+        EXPECT_EQ(decode_heads_per_cta(32, head_dim, fp8, bytes), 16);
+        EXPECT_EQ(decode_heads_per_cta(24, head_dim, fp8, bytes), 12);
+        EXPECT_EQ(decode_heads_per_cta(17, head_dim, fp8, bytes), 1) << "a prime group above 16 takes one head an item";
+      }
+    }
+  }
+}
+
+TEST(AttentionDecodePlan, HeadDim256TakesUpToEightHeadsThatFitSharedMemory) {
+  // Gemma 3's groups: 2 (4B, 12B, 27B) and 4 (1B); 8 and 16 for wider GQA.
+  for (const bool fp8 : {false, true}) {
+    EXPECT_EQ(decode_heads_per_cta(2, 256, fp8, k_sm90_bytes), 2);
+    EXPECT_EQ(decode_heads_per_cta(4, 256, fp8, k_sm90_bytes), 4);
+    EXPECT_EQ(decode_heads_per_cta(8, 256, fp8, k_sm90_bytes), 8);
+    EXPECT_EQ(decode_heads_per_cta(16, 256, fp8, k_sm90_bytes), 8) << "one mma n-tile of heads at head dim 256";
+    EXPECT_EQ(decode_heads_per_cta(12, 256, fp8, k_sm90_bytes), 6);
+    EXPECT_EQ(decode_heads_per_cta(8, 256, fp8, k_sm80_bytes), 8);
+  }
+  // 99 KiB: a BF16 stage (64 KiB) and the accumulators of 8 heads (33 KiB) do not fit together.
+  EXPECT_EQ(decode_heads_per_cta(8, 256, false, k_sm89_bytes), 4);
+  EXPECT_EQ(decode_heads_per_cta(2, 256, false, k_sm89_bytes), 2);
+  EXPECT_EQ(decode_heads_per_cta(8, 256, true, k_sm89_bytes), 8);
+  for (const int bytes : {k_sm80_bytes, k_sm89_bytes, k_sm90_bytes}) {
+    for (const bool fp8 : {false, true}) {
+      for (const int group_size : {1, 2, 4, 8, 16, 32}) {
+        const int group = decode_heads_per_cta(group_size, 256, fp8, bytes);
+        EXPECT_LE(group, k_max_decode_heads_per_cta_256);
+        EXPECT_EQ(group_size % group, 0);
+        EXPECT_GE(decode_ring_stages(256, fp8, group, bytes), 1) << group_size << " fp8 " << fp8 << " on " << bytes;
+      }
+    }
+  }
 }
 
 TEST(AttentionDecodePlan, SplitsFillTheGpuOnlyWhereKeysCanFeedThem) {
@@ -35,8 +67,9 @@ TEST(AttentionDecodePlan, SplitsFillTheGpuOnlyWhereKeysCanFeedThem) {
 TEST(AttentionDecodePlan, RingFitsEachArchitecturesSharedMemory) {
   for (const int bytes : {k_sm80_bytes, k_sm89_bytes, k_sm90_bytes}) {
     for (const bool fp8 : {false, true}) {
-      for (const int head_dim : {64, 128}) {
+      for (const int head_dim : {64, 128, 256}) {
         for (const int group : {1, 4, 8, 16}) {
+          if (decode_heads_per_cta(group, head_dim, fp8, bytes) != group) continue;  // never asked for
           const int stages = decode_ring_stages(head_dim, fp8, group, bytes);
           EXPECT_GE(stages, 1);
           EXPECT_LE(stages, 3);
@@ -54,6 +87,14 @@ TEST(AttentionDecodePlan, RingFitsEachArchitecturesSharedMemory) {
   EXPECT_EQ(decode_ring_stages(64, false, 4, k_sm90_bytes), 3);
   EXPECT_EQ(decode_ring_stages(128, false, 4, k_sm89_bytes), 2);
   EXPECT_EQ(decode_ring_stages(128, false, 16, k_sm89_bytes), 1);
+  // Head dim 256: two stages on sm_90 (BF16 128 KiB of ring, one CTA an SM; FP8 64 KiB, two), one
+  // where two do not fit.
+  EXPECT_EQ(decode_ring_stages(256, false, 8, k_sm90_bytes), 2);
+  EXPECT_EQ(decode_ring_stages(256, false, 2, k_sm90_bytes), 2);
+  EXPECT_EQ(decode_ring_stages(256, true, 8, k_sm90_bytes), 2);
+  EXPECT_EQ(decode_ring_stages(256, false, 8, k_sm80_bytes), 1);
+  EXPECT_EQ(decode_ring_stages(256, false, 4, k_sm89_bytes), 1);
+  EXPECT_EQ(decode_ring_stages(256, true, 8, k_sm89_bytes), 1);
 }
 
 TEST(AttentionDecodePlan, RingThatCannotFitIsAClearError) {
@@ -71,6 +112,9 @@ TEST(AttentionDecodePlan, DynamicSharedMemoryHoldsTheRingThenTheAccumulators) {
   EXPECT_EQ(decode_dynamic_smem_bytes(128, false, 4, 2), 2u * 32768 + 4 * 4 * 132 * 4);
   EXPECT_EQ(decode_dynamic_smem_bytes(128, true, 4, 2), 2u * 16384 + 4 * 4 * 132 * 4);
   EXPECT_EQ(decode_dynamic_smem_bytes(64, false, 1, 3), 3u * 16384 + 4 * 1 * 68 * 4);
+  // Head dim 256: 64 KiB a BF16 stage, 32 KiB an FP8 one; (256 + 4) floats a head.
+  EXPECT_EQ(decode_dynamic_smem_bytes(256, false, 8, 2), 2u * 65536 + 4 * 8 * 260 * 4);
+  EXPECT_EQ(decode_dynamic_smem_bytes(256, true, 2, 2), 2u * 32768 + 4 * 2 * 260 * 4);
 }
 
 TEST(AttentionDecodePlan, GridIsTheResidentCtasUnlessTablesOverflowOrItemsAreFewer) {

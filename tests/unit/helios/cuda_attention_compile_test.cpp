@@ -1,9 +1,10 @@
-// NVRTC compiles the attention kernels with every define set CudaBackend requests (head size, query
-// heads per decode CTA, BF16 or FP8 pages) for each architecture the backend targets, and rejects
-// shapes they do not cover with a message naming the limit. Needs NVRTC, no GPU.
+// NVRTC compiles the attention kernels with every define set CudaBackend requests (head size 64, 128
+// or 256, query heads per decode CTA, BF16 or FP8 pages) for each architecture the backend targets,
+// and rejects shapes they do not cover with a message naming the limit. Needs NVRTC, no GPU.
 #ifdef FLARE_HAVE_CUDA
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -58,6 +59,18 @@ TEST_P(CudaAttentionKernels, EveryDefineSetCompiles) {
                         {{"HEAD_DIM", head_dim}, {"PAGE_SIZE", "7"}, {"GROUP", "8"}, {"KV_FP8", fp8}, {"KV_STAGES", stages}});
       }
     }
+    // Head dim 256 (Gemma 3): the prefill kernel's Q-in-shared-memory variant, and the decode kernel
+    // with up to 8 heads a CTA: Gemma's group of 2 and GQA 8:1 with 2 ring stages (sm_90's choice),
+    // 4 heads and 1 stage (a 99 KiB device's, for a group of 8), and the per-key page path.
+    expect_compiles(*nvrtc, arch, "attention", "flare_kv_store", {{"HEAD_DIM", "256"}, {"KV_FP8", fp8}});
+    expect_compiles(*nvrtc, arch, "attention_prefill", "flare_attention_prefill",
+                    {{"HEAD_DIM", "256"}, {"KV_FP8", fp8}});
+    for (const auto& [group, stages, page] : {std::tuple{"2", "2", "16"}, std::tuple{"8", "2", "16"},
+                                              std::tuple{"4", "1", "16"}, std::tuple{"8", "1", "7"}}) {
+      expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
+                      {{"HEAD_DIM", "256"}, {"PAGE_SIZE", page}, {"GROUP", group}, {"KV_FP8", fp8},
+                       {"KV_STAGES", stages}});
+    }
   }
 }
 
@@ -76,13 +89,17 @@ TEST(CudaAttentionKernels, UncoveredShapesFailWithTheirLimit) {
     }
     return "compiled";
   };
-  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "80"}, {"PAGE_SIZE", "16"}}).find("supports HEAD_DIM 64 and 128"),
+  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "80"}, {"PAGE_SIZE", "16"}})
+                .find("supports HEAD_DIM 64, 128 and 256"),
             std::string::npos);
   EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "128"}, {"PAGE_SIZE", "16"}, {"GROUP", "17"}}).find("1..16 query heads"),
             std::string::npos);
+  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "256"}, {"PAGE_SIZE", "16"}, {"GROUP", "16"}})
+                .find("1..8 query heads per CTA at head dim 256"),
+            std::string::npos);
   EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "128"}}).find("attention_decode needs PAGE_SIZE"),
             std::string::npos);
-  EXPECT_NE(error_of("attention_prefill", {{"HEAD_DIM", "256"}}).find("supports HEAD_DIM 64 and 128"),
+  EXPECT_NE(error_of("attention_prefill", {{"HEAD_DIM", "512"}}).find("supports HEAD_DIM 64, 128 and 256"),
             std::string::npos);
   EXPECT_NE(error_of("attention_prefill", {}).find("attention_prefill needs HEAD_DIM"), std::string::npos);
 }

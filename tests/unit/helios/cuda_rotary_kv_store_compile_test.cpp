@@ -1,7 +1,7 @@
 // NVRTC compiles the fused rotary + KV store kernel (rotary_kv_store.cu) with every define set
 // CudaBackend requests: the head sizes of the supported families and an odd one, full and partial
 // rotary, BF16 and FP8 pages, for each architecture the backend targets; and the vector entry
-// points of rms_norm and swiglu exist. Needs NVRTC, no GPU.
+// points of rms_norm, swiglu and geglu and the entry points of scale.cu exist. Needs NVRTC, no GPU.
 #ifdef FLARE_HAVE_CUDA
 
 #include <string>
@@ -49,7 +49,14 @@ TEST_P(CudaFusedKernels, EveryDefineSetCompiles) {
   const std::string norm = compile(*nvrtc, GetParam(), "rms_norm", {});
   EXPECT_NE(norm.find("flare_rms_norm_vec"), std::string::npos);
   const std::string swiglu = compile(*nvrtc, GetParam(), "swiglu", {});
-  EXPECT_NE(swiglu.find("flare_swiglu_vec"), std::string::npos);
+  for (const char* entry : {"flare_swiglu_vec", "flare_geglu_vec", "flare_geglu"}) {
+    EXPECT_NE(swiglu.find(entry), std::string::npos) << entry;
+  }
+  // Gemma's in-place scalings (no defines).
+  const std::string scale = compile(*nvrtc, GetParam(), "scale", {});
+  for (const char* entry : {"flare_scale_bf16", "flare_scale_f32", "flare_soft_cap_f32"}) {
+    EXPECT_NE(scale.find(entry), std::string::npos) << entry;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, CudaFusedKernels, testing::Values("sm_80", "sm_89", "sm_90", "sm_120"));

@@ -48,12 +48,17 @@ TEST_F(BenchCommandTest, FlagsBecomeOptions) {
   o.batches = "1,64";
   o.contexts = "2048,8192";
   o.kv_dtype = "fp8";
+  o.dependent_launch = "off";
   const bench::BenchOptions b = bench_options_from(o);
   EXPECT_EQ(b.gpu, 1);
   EXPECT_EQ(b.batches, (std::vector<std::int32_t>{1, 64}));
   EXPECT_EQ(b.contexts, (std::vector<std::int32_t>{2048, 8192}));
   EXPECT_EQ(b.kv_dtypes, (std::vector<helios::DType>{helios::DType::f8_e4m3}));
-  EXPECT_EQ(bench_options_from(BenchCommandOptions{}).gpu, 0);
+  EXPECT_EQ(b.backend.dependent_launch, helios::cuda::DependentLaunch::off);
+  const bench::BenchOptions defaults = bench_options_from(BenchCommandOptions{});
+  EXPECT_EQ(defaults.gpu, 0);
+  EXPECT_EQ(defaults.backend.dependent_launch, helios::cuda::DependentLaunch::early_work);
+  EXPECT_TRUE(defaults.backend.stream_gemm);
 }
 
 TEST_F(BenchCommandTest, BadFlagsAreUsageErrors) {
@@ -69,6 +74,9 @@ TEST_F(BenchCommandTest, BadFlagsAreUsageErrors) {
   BenchCommandOptions repeated;
   repeated.batches = "4,4";
   EXPECT_THROW(bench_options_from(repeated), Error);
+  BenchCommandOptions bad_launch;
+  bad_launch.dependent_launch = "always";
+  EXPECT_THROW(bench_options_from(bad_launch), Error);
   BenchCommandOptions no_runs;
   no_runs.bench.repetitions = 0;
   EXPECT_THROW(bench_options_from(no_runs), Error);
