@@ -235,16 +235,16 @@ class Session : public std::enable_shared_from_this<Session> {
     state_.n_active_generations.fetch_add(1);
     for (size_t i = 0; i < job_.requests.size(); ++i) {
       auto sink = std::make_shared<SessionSink>(shared_from_this(), i);
-      engine::Engine::SubmitResult submitted = state_.engine.submit(job_.requests[i], sink);
-      if (submitted.rejected) {
-        for (auto handle : handles_) state_.engine.cancel(handle);
-        handles_.clear();
-        generating_ = false;
-        state_.n_active_generations.fetch_sub(1);
-        HttpResponse response = admission_error_response(style_, *submitted.rejected);
-        state_.metrics.record_request(endpoint_, response.status);
-        return write_response(std::move(response));
+      engine::Engine::SubmitResult submitted;
+      try {
+        submitted = state_.engine.submit(job_.requests[i], sink);
+      } catch (const std::exception& error) {
+        // A request the engine refuses as malformed (flare::Error, usage: e.g. a prompt token the
+        // tokenizer knows but the model's vocabulary lacks) is the client's 400, not a dead thread.
+        RenderedError rendered = render_exception(style_, error);
+        return abandon_generation({rendered.status, "application/json", std::move(rendered.body), {}});
       }
+      if (submitted.rejected) return abandon_generation(admission_error_response(style_, *submitted.rejected));
       handles_.push_back(submitted.handle);
     }
     streaming_ = job_.responder->streaming();
@@ -257,6 +257,16 @@ class Session : public std::enable_shared_from_this<Session> {
       queue_write(job_.responder->stream_start(), true);
     }
     monitor_client();
+  }
+
+  // Before any output: cancels what was submitted and answers `response` instead.
+  void abandon_generation(HttpResponse response) {
+    for (auto handle : handles_) state_.engine.cancel(handle);
+    handles_.clear();
+    generating_ = false;
+    state_.n_active_generations.fetch_sub(1);
+    state_.metrics.record_request(endpoint_, response.status);
+    write_response(std::move(response));
   }
 
   // While generating, a read that fails means the client went away: cancel the request.

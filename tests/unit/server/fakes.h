@@ -163,6 +163,7 @@ class ScriptedEngine final : public engine::Engine {
   int step_ms = 1;
   bool finish_with_eos = true;
   std::optional<engine::AdmissionError> reject;
+  std::string malformed;  // non-empty: submit() throws flare::Error (usage) with this text, as LocalEngine does
 
   ScriptedEngine() : thread_([this] { loop(); }) {}
   ~ScriptedEngine() override {
@@ -175,6 +176,7 @@ class ScriptedEngine final : public engine::Engine {
   }
 
   SubmitResult submit(engine::GenerationRequest request, std::shared_ptr<engine::OutputSink> sink) override {
+    if (!malformed.empty()) fail_usage("{}", malformed);
     std::lock_guard lock(mutex_);
     if (reject) return {0, reject};
     auto handle = ++next_handle_;

@@ -180,6 +180,26 @@ TEST_F(LoopbackTest, AdmissionRejectionUsesTheCapacityForm) {
   EXPECT_NE(overloaded.find("Options: --max-concurrency"), std::string::npos) << overloaded;
 }
 
+// The engine refuses a request the adapters let through (LocalEngine::submit throws flare::Error,
+// usage: a prompt token past the model's vocabulary, as Gemma 3's <image_soft_token> is for the
+// 1B model): a 400 in the API's shape, streaming or not, and the server keeps serving.
+TEST_F(LoopbackTest, EngineRefusingAMalformedRequestIsABadRequest) {
+  engine.malformed = "prompt token 262144 at position 3 is outside the vocabulary 0..262143";
+  std::string chat = request(post("/v1/chat/completions", kChat + R"(, "stream": true})"));
+  EXPECT_EQ(chat.rfind("HTTP/1.1 400", 0), 0u) << chat;
+  EXPECT_NE(chat.find(R"("type":"invalid_request_error")"), std::string::npos) << chat;
+  EXPECT_NE(chat.find("outside the vocabulary 0..262143"), std::string::npos) << chat;
+  std::string messages = request(post("/v1/messages",
+                                      R"({"model": "demo", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})"));
+  EXPECT_EQ(messages.rfind("HTTP/1.1 400", 0), 0u) << messages;
+  EXPECT_NE(messages.find(R"("error":{"message":"prompt token 262144)"), std::string::npos) << messages;
+  EXPECT_NE(messages.find(R"("type":"invalid_request_error"},"type":"error")"), std::string::npos) << messages;
+  engine.malformed.clear();
+  std::string after = request(post("/v1/chat/completions", kChat + "}"));
+  EXPECT_EQ(after.rfind("HTTP/1.1 200", 0), 0u) << after;
+  EXPECT_NE(after.find("\"content\":\"Hello world\""), std::string::npos) << after;
+}
+
 // Stopping (what SIGINT/SIGTERM do) closes the listener but lets an active stream finish: the
 // client receives every token and [DONE], new connections are refused, and run() returns.
 TEST_F(LoopbackTest, StopDrainsActiveStreamsAndRefusesNewConnections) {

@@ -4,10 +4,7 @@
 // reasoning + tool-call parser chain (split at every byte, malformed and hostile output), the
 // open-reasoning prompt detection, special-token handling and eos ids.
 #include <atomic>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <random>
 #include <thread>
 
@@ -16,6 +13,7 @@
 
 #include "common/error.h"
 #include "server/text_frontend.h"
+#include "test_assets.h"
 
 namespace flare::server {
 namespace {
@@ -24,46 +22,9 @@ using json = nlohmann::ordered_json;
 using namespace std::string_literals;
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-// The file, or its .xz sibling decompressed with xz.
-std::string read_maybe_xz(const fs::path& path) {
-  if (fs::exists(path)) return read_file(path);
-  fs::path xz = path.string() + ".xz";
-  if (!fs::exists(xz)) return {};
-  std::string command = "xz -dc '" + xz.string() + "'";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return {};
-  std::string out;
-  char buffer[1 << 16];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) out.append(buffer, n);
-  ::pclose(pipe);
-  return out;
-}
-
-TextFrontendAssets demo_assets() {
-  fs::path dir = fs::path(FLARE_SOURCE_DIR) / "assets" / "demo-model";
-  TextFrontendAssets assets;
-  assets.tokenizer_json = read_file(dir / "tokenizer.json");
-  assets.tokenizer_config_json = read_file(dir / "tokenizer_config.json");
-  assets.generation_config_json = read_file(dir / "generation_config.json");
-  assets.architecture = "Qwen3ForCausalLM";
-  return assets;
-}
-
-TextFrontendAssets fixture_assets(const std::string& name, const std::string& architecture) {
-  fs::path dir = fs::path(FLARE_TEST_DATA) / "tokenizers" / name;
-  TextFrontendAssets assets;
-  assets.tokenizer_json = read_maybe_xz(dir / "tokenizer.json");
-  assets.tokenizer_config_json = read_maybe_xz(dir / "tokenizer_config.json");
-  assets.architecture = architecture;
-  return assets;
-}
+using testing::demo_assets;
+using testing::fixture_assets;
+using testing::read_file;
 
 // Loaded once per process: the Qwen3 tokenizer takes a moment.
 const Frontend& qwen3() {
