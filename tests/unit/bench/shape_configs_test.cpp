@@ -17,10 +17,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(ShapeConfigs, EmbedsLlamaAndQwen3) {
+TEST(ShapeConfigs, EmbedsLlamaQwen3AndGemma3) {
   std::vector<std::string> names;
   for (const ShapeConfig& s : embedded_shape_configs()) names.emplace_back(s.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"llama-3.1-8b", "qwen3-8b"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gemma-3-12b", "llama-3.1-8b", "qwen3-8b"}));
+}
+
+TEST(ShapeConfigs, Gemma3ShapeReadsOnlyTheWindowOnSlidingLayers) {
+  const BenchModel m = bench_model_resolve("gemma-3-12b");
+  const model::ModelSpec& s = m.spec;
+  EXPECT_EQ(s.architecture, "Gemma3ForCausalLM");
+  EXPECT_EQ(s.n_layers, 48);
+  EXPECT_EQ(s.head_dim, 256);
+  std::int32_t n_sliding = 0;
+  for (const auto& layer : s.layers) n_sliding += layer.sliding_window == 1024 ? 1 : 0;
+  EXPECT_EQ(n_sliding, 40);
+  // K and V of 8 heads x 256 BF16 per position: 8 KiB.
+  EXPECT_EQ(kv_bytes_read(s, 0, 4096, helios::DType::bf16), 1024.0 * 8192);  // layer 0 slides
+  EXPECT_EQ(kv_bytes_read(s, 5, 4096, helios::DType::bf16), 4096.0 * 8192);  // layer 5 is global
+  EXPECT_EQ(kv_bytes_per_token(s, helios::DType::bf16), 48.0 * 8192);
 }
 
 TEST(ShapeConfigs, LlamaShapeIsTheLlama31Architecture) {
