@@ -2,7 +2,12 @@
 // compositions of backend operations that do not belong to any one architecture.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "helios/backend.h"
+#include "helios/history.h"
+#include "model/spec.h"
 #include "model/weight_table.h"
 
 namespace flare::model {
@@ -16,5 +21,20 @@ inline void project(helios::Backend& backend, const helios::Tensor& x, const Wei
     backend.linear(x, weight.values, bias, out);
   }
 }
+
+// "weights/embedding": the embedding, the final norm (with `norm_transform`) and the output head,
+// or an alias of the embedding for it when tied.
+WeightGroup embedding_group(const ModelSpec& spec, WeightTable& table, WeightTransform norm_transform);
+// The usual attention and MLP projections of one layer: checkpoint names under `prefix`
+// ("model.layers.3."), prepared names under `name` ("layers.3.").
+WeightEntry qkv_entry(const ModelSpec& spec, const std::string& prefix, const std::string& name);
+WeightEntry o_entry(const ModelSpec& spec, const std::string& prefix, const std::string& name);
+WeightEntry gate_up_entry(const ModelSpec& spec, const std::string& prefix, const std::string& name);
+WeightEntry down_entry(const ModelSpec& spec, const std::string& prefix, const std::string& name);
+
+// Paged K/V of n_kv_heads x head_dim for every layer, with each layer's window.
+std::vector<helios::HistorySpec> paged_kv_history(const ModelSpec& spec);
+// Throws unless `layout` is the cache paged_kv_history describes.
+void paged_kv_check(const ModelSpec& spec, const helios::KvCacheLayout& layout);
 
 }  // namespace flare::model

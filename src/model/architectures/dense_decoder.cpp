@@ -70,11 +70,7 @@ class DenseDecoder final : public helios::StepProgram {
     rope_.bind(plan, "rope");
   }
 
-  void check_cache(const helios::KvCacheLayout& layout) const override {
-    if (layout.n_layers != spec_.n_layers || layout.n_kv_heads != spec_.n_kv_heads || layout.head_dim != spec_.head_dim) {
-      fail(ExitCode::failure, "internal: KV cache layout does not match the model");
-    }
-  }
+  void check_cache(const helios::KvCacheLayout& layout) const override { paged_kv_check(spec_, layout); }
 
   helios::StepLaunch upload(const helios::Step& step, helios::ActivationArena& arena) override {
     return {{rope_.upload(step, arena, backend_)}};
@@ -169,59 +165,35 @@ class DenseDecoder final : public helios::StepProgram {
 }  // namespace
 
 WeightTable dense_weight_table(const ModelSpec& spec) {
-  const std::int64_t vocab = spec.vocab_size, h = spec.hidden_size, q = spec.q_width(), kv = spec.kv_width();
-  const std::int64_t inter = spec.intermediate_size;
+  const std::int64_t h = spec.hidden_size, q = spec.q_width(), kv = spec.kv_width();
   WeightTable table;
-  WeightGroup embedding{"weights/embedding", {}};
-  embedding.entries.push_back({"embed", WeightKind::table, {{"model.embed_tokens.weight", vocab}}, h, "embed",
-                               WeightTransform::none, TensorSplit::rows});
-  embedding.entries.push_back(vector_entry("final_norm", "model.norm.weight", h, "norm"));
-  if (spec.tie_word_embeddings) {
-    table.aliases.emplace("lm_head", "embed");
-  } else {
-    embedding.entries.push_back({"lm_head", WeightKind::table, {{"lm_head.weight", vocab}}, h, "lm_head",
-                                 WeightTransform::none, TensorSplit::rows});
-  }
-  table.groups.push_back(std::move(embedding));
+  table.groups.push_back(embedding_group(spec, table, WeightTransform::none));
   for (std::int32_t layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = fmt::format("model.layers.{}.", layer), t = fmt::format("layers.{}.", layer);
     WeightGroup g{fmt::format("weights/layer-{:03}", layer), {}};
     g.entries.push_back(vector_entry(t + "input_norm", p + "input_layernorm.weight", h, "norm"));
-    g.entries.push_back({t + "qkv", WeightKind::projection,
-                         {{p + "self_attn.q_proj.weight", q}, {p + "self_attn.k_proj.weight", kv},
-                          {p + "self_attn.v_proj.weight", kv}},
-                         h, "qkv", WeightTransform::none, TensorSplit::rows});
+    g.entries.push_back(qkv_entry(spec, p, t));
     if (spec.qkv_bias) {
       g.entries.push_back({t + "qkv_bias", WeightKind::vector,
                            {{p + "self_attn.q_proj.bias", q}, {p + "self_attn.k_proj.bias", kv},
                             {p + "self_attn.v_proj.bias", kv}},
                            0, "bias", WeightTransform::none, TensorSplit::rows});
     }
-    g.entries.push_back({t + "o", WeightKind::projection, {{p + "self_attn.o_proj.weight", h}}, q, "o",
-                         WeightTransform::none, TensorSplit::cols});
+    g.entries.push_back(o_entry(spec, p, t));
     if (spec.o_bias) g.entries.push_back(vector_entry(t + "o_bias", p + "self_attn.o_proj.bias", h, "bias"));
     if (spec.qk_norm) {
       g.entries.push_back(vector_entry(t + "q_norm", p + "self_attn.q_norm.weight", spec.head_dim, "norm"));
       g.entries.push_back(vector_entry(t + "k_norm", p + "self_attn.k_norm.weight", spec.head_dim, "norm"));
     }
     g.entries.push_back(vector_entry(t + "post_norm", p + "post_attention_layernorm.weight", h, "norm"));
-    g.entries.push_back({t + "gate_up", WeightKind::projection,
-                         {{p + "mlp.gate_proj.weight", inter}, {p + "mlp.up_proj.weight", inter}}, h, "gate_up",
-                         WeightTransform::none, TensorSplit::rows});
-    g.entries.push_back({t + "down", WeightKind::projection, {{p + "mlp.down_proj.weight", h}}, inter, "down",
-                         WeightTransform::none, TensorSplit::cols});
+    g.entries.push_back(gate_up_entry(spec, p, t));
+    g.entries.push_back(down_entry(spec, p, t));
     table.groups.push_back(std::move(g));
   }
   return table;
 }
 
-std::vector<helios::HistorySpec> dense_history(const ModelSpec& spec) {
-  std::vector<helios::HistorySpec> layers;
-  for (const LayerSpec& layer : spec.layers) {
-    layers.emplace_back(helios::PagedKvSpec{spec.n_kv_heads, spec.head_dim, spec.head_dim, layer.sliding_window});
-  }
-  return layers;
-}
+std::vector<helios::HistorySpec> dense_history(const ModelSpec& spec) { return paged_kv_history(spec); }
 
 void dense_plan_arena(const ModelSpec& spec, DType act, helios::ArenaPlan& plan) {
   using helios::ArenaRows;

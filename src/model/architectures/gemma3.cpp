@@ -79,58 +79,32 @@ void configure(const ConfigContext& config, ModelSpec& spec) {
   spec.qk_norm = true;
 }
 
-// --- weights and history ---
+// --- weights ---
 
 WeightEntry norm_entry(std::string name, std::string source, std::int64_t n) {
   return {std::move(name), WeightKind::vector, {{std::move(source), n}}, 0, "norm", WeightTransform::plus_one};
 }
 
 WeightTable weight_table(const ModelSpec& spec) {
-  const std::int64_t vocab = spec.vocab_size, h = spec.hidden_size, q = spec.q_width(), kv = spec.kv_width();
-  const std::int64_t inter = spec.intermediate_size;
+  const std::int64_t h = spec.hidden_size;
   WeightTable table;
-  WeightGroup embedding{"weights/embedding", {}};
-  embedding.entries.push_back({"embed", WeightKind::table, {{"model.embed_tokens.weight", vocab}}, h, "embed",
-                               WeightTransform::none, TensorSplit::rows});
-  embedding.entries.push_back(norm_entry("final_norm", "model.norm.weight", h));
-  if (spec.tie_word_embeddings) {
-    table.aliases.emplace("lm_head", "embed");
-  } else {
-    embedding.entries.push_back({"lm_head", WeightKind::table, {{"lm_head.weight", vocab}}, h, "lm_head",
-                                 WeightTransform::none, TensorSplit::rows});
-  }
-  table.groups.push_back(std::move(embedding));
+  table.groups.push_back(embedding_group(spec, table, WeightTransform::plus_one));
   for (std::int32_t layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = fmt::format("model.layers.{}.", layer), t = fmt::format("layers.{}.", layer);
     WeightGroup g{fmt::format("weights/layer-{:03}", layer), {}};
     g.entries.push_back(norm_entry(t + "input_norm", p + "input_layernorm.weight", h));
-    g.entries.push_back({t + "qkv", WeightKind::projection,
-                         {{p + "self_attn.q_proj.weight", q}, {p + "self_attn.k_proj.weight", kv},
-                          {p + "self_attn.v_proj.weight", kv}},
-                         h, "qkv", WeightTransform::none, TensorSplit::rows});
-    g.entries.push_back({t + "o", WeightKind::projection, {{p + "self_attn.o_proj.weight", h}}, q, "o",
-                         WeightTransform::none, TensorSplit::cols});
+    g.entries.push_back(qkv_entry(spec, p, t));
+    g.entries.push_back(o_entry(spec, p, t));
     g.entries.push_back(norm_entry(t + "q_norm", p + "self_attn.q_norm.weight", spec.head_dim));
     g.entries.push_back(norm_entry(t + "k_norm", p + "self_attn.k_norm.weight", spec.head_dim));
     g.entries.push_back(norm_entry(t + "post_attention_norm", p + "post_attention_layernorm.weight", h));
     g.entries.push_back(norm_entry(t + "pre_ff_norm", p + "pre_feedforward_layernorm.weight", h));
-    g.entries.push_back({t + "gate_up", WeightKind::projection,
-                         {{p + "mlp.gate_proj.weight", inter}, {p + "mlp.up_proj.weight", inter}}, h, "gate_up",
-                         WeightTransform::none, TensorSplit::rows});
-    g.entries.push_back({t + "down", WeightKind::projection, {{p + "mlp.down_proj.weight", h}}, inter, "down",
-                         WeightTransform::none, TensorSplit::cols});
+    g.entries.push_back(gate_up_entry(spec, p, t));
+    g.entries.push_back(down_entry(spec, p, t));
     g.entries.push_back(norm_entry(t + "post_ff_norm", p + "post_feedforward_layernorm.weight", h));
     table.groups.push_back(std::move(g));
   }
   return table;
-}
-
-std::vector<helios::HistorySpec> history(const ModelSpec& spec) {
-  std::vector<helios::HistorySpec> layers;
-  for (const LayerSpec& layer : spec.layers) {
-    layers.emplace_back(helios::PagedKvSpec{spec.n_kv_heads, spec.head_dim, spec.head_dim, layer.sliding_window});
-  }
-  return layers;
 }
 
 void plan_arena(const ModelSpec& spec, DType act, helios::ArenaPlan& plan) {
@@ -197,11 +171,7 @@ class Gemma3 final : public helios::StepProgram {
     local_rope_.bind(plan, "rope_local");
   }
 
-  void check_cache(const helios::KvCacheLayout& layout) const override {
-    if (layout.n_layers != spec_.n_layers || layout.n_kv_heads != spec_.n_kv_heads || layout.head_dim != spec_.head_dim) {
-      fail(ExitCode::failure, "internal: KV cache layout does not match the model");
-    }
-  }
+  void check_cache(const helios::KvCacheLayout& layout) const override { paged_kv_check(spec_, layout); }
 
   helios::StepLaunch upload(const helios::Step& step, helios::ActivationArena& arena) override {
     return {{global_rope_.upload(step, arena, backend_), local_rope_.upload(step, arena, backend_)}};
@@ -283,6 +253,7 @@ std::unique_ptr<helios::StepProgram> program(const ModelSpec& spec, helios::Back
 
 }  // namespace
 
-extern const Architecture k_gemma3{"Gemma3ForCausalLM", configure, weight_table, history, plan_arena, program};
+extern const Architecture k_gemma3{"Gemma3ForCausalLM", configure, weight_table, paged_kv_history, plan_arena,
+                                 program};
 
 }  // namespace flare::model
