@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Builds the reference fixtures under tests/data/models/: tiny random-weight checkpoints of every
-# supported dense family and configuration, with Hugging Face transformers' outputs for them, and the
+# supported family and configuration (dense and mixture-of-experts), with Hugging Face transformers' outputs for them, and the
 # demo model's reference numbers (held-out loss, near-tie margins along samples.json's greedy paths).
 #
 # Run on a machine with an NVIDIA GPU, PyTorch, transformers, safetensors and tokenizers:
@@ -107,8 +107,29 @@ FIXTURES = {
         head_dim=256, query_pre_attn_scalar=256, max_position_embeddings=256, tie_word_embeddings=False,
         sliding_window=16, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
         final_logit_softcapping=None, **gemma3_rope_kwargs(10000.0, 1000000.0, None)), torch.bfloat16, None),
+    # Mixture of experts. Router weights are drawn wide (ROUTER_SCALE) so that the top-k choices are not
+    # near-ties that a BF16 rounding could flip.
+    "qwen3moe-e8-top2-dense1": ("Qwen3MoeConfig", dict(
+        hidden_size=64, intermediate_size=128, moe_intermediate_size=64, num_experts=8, num_experts_per_tok=2,
+        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1], num_hidden_layers=3,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=256,
+        tie_word_embeddings=False, **rope_kwargs(1000000.0, None)), torch.bfloat16, None),
+    "qwen3moe-e16-top4-unnormalized-step2": ("Qwen3MoeConfig", dict(
+        hidden_size=128, intermediate_size=96, moe_intermediate_size=32, num_experts=16, num_experts_per_tok=4,
+        norm_topk_prob=False, decoder_sparse_step=2, mlp_only_layers=[], num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+        tie_word_embeddings=True, **rope_kwargs(1000000.0, None)), torch.bfloat16, None),
+    "mixtral-e4-top2-window8": ("MixtralConfig", dict(
+        hidden_size=64, intermediate_size=96, num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=256, sliding_window=8,
+        tie_word_embeddings=False, **rope_kwargs(1000000.0, None)), torch.bfloat16, "200KB"),
 }
 PROMPT_LENGTHS = [7, 13, 21, 1]
+ROUTER_SCALE = 0.5
+# Experts as Hub checkpoints store them, one tensor per expert and projection, by family:
+# (block prefix in the checkpoint, gate name, up name, down name).
+HUB_EXPERT_NAMES = {"Qwen3MoeConfig": ("mlp.", "gate_proj", "up_proj", "down_proj"),
+                    "MixtralConfig": ("block_sparse_moe.", "w1", "w3", "w2")}
 
 
 def make_model(config_name, kwargs, seed):
@@ -126,8 +147,58 @@ def make_model(config_name, kwargs, seed):
                 p.copy_(0.1 * torch.randn_like(p))
             elif name.endswith("embed_tokens.weight"):
                 p.copy_(0.5 * torch.randn_like(p))
+            elif is_router(name, p, config):
+                p.copy_(ROUTER_SCALE * torch.randn_like(p))
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
     return model
+
+
+def is_router(name, p, config):
+    """A mixture-of-experts router weight [n_experts, hidden] (named mlp.gate / block_sparse_moe.gate)."""
+    n_experts = getattr(config, "num_experts", None) or getattr(config, "num_local_experts", None)
+    return (n_experts and name.endswith("gate.weight") and ".experts." not in name and p.dim() == 2
+            and p.shape[0] == n_experts)
+
+
+def to_hub_expert_layout(path, config_name, config):
+    """Rewrites the saved checkpoint with experts as Hub checkpoints hold them (one tensor per expert and
+    projection under the family's names). transformers 5 keeps experts fused as [E, 2I, H] gate_up_proj and
+    [E, H, I] down_proj and may save them that way; it reads either layout back."""
+    import glob
+    from safetensors.torch import load_file
+    block, gate_name, up_name, down_name = HUB_EXPERT_NAMES[config_name]
+    inter = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
+    files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
+    index = os.path.join(path, "model.safetensors.index.json")
+    weight_map = {}
+    for f in files:
+        tensors, out = load_file(f), {}
+        for name, t in tensors.items():
+            layer = name.split(".experts.")[0] + "." if ".experts." in name else None
+            if layer is not None:  # the family's block name, whatever transformers calls it
+                layer = layer.rsplit(".", 2)[0] + "." + block
+            if name.endswith(".experts.gate_up_proj"):
+                if t.shape[1] != 2 * inter:
+                    t = t.transpose(1, 2)
+                for e in range(t.shape[0]):
+                    out[f"{layer}experts.{e}.{gate_name}.weight"] = t[e, :inter].contiguous()
+                    out[f"{layer}experts.{e}.{up_name}.weight"] = t[e, inter:].contiguous()
+            elif name.endswith(".experts.down_proj"):
+                if t.shape[2] != inter:
+                    t = t.transpose(1, 2)
+                for e in range(t.shape[0]):
+                    out[f"{layer}experts.{e}.{down_name}.weight"] = t[e].contiguous()
+            elif is_router(name, t, config) and not name.startswith("lm_head"):
+                out[name.rsplit(".", 3)[0] + "." + block + "gate.weight"] = t
+            else:
+                out[name] = t
+        save_file(out, f, metadata={"format": "pt"})
+        weight_map.update({k: os.path.basename(f) for k in out})
+    if os.path.exists(index):
+        data = json.load(open(index))
+        data["weight_map"] = dict(sorted(weight_map.items()))
+        json.dump(data, open(index, "w"), indent=2)
+    return sorted(weight_map)
 
 
 def load_fp32(path):
@@ -170,6 +241,18 @@ def build_fixture(root, name, spec, seed):
     generator = torch.Generator().manual_seed(seed + 1000)
     vocab = COMMON["vocab_size"]
     prompts = [torch.randint(0, vocab, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
+    if config_name in HUB_EXPERT_NAMES:
+        names = to_hub_expert_layout(path, config_name, model.config)
+        print(f"{name}: checkpoint tensors " + ", ".join(n for n in names if "layers.0." in n), flush=True)
+        # The rewritten checkpoint must load back as the model it was saved from.
+        with torch.no_grad():
+            ids = torch.tensor([prompts[2]], device=DEVICE)
+            saved = model.to(torch.float32).to(DEVICE).eval()
+            saved.config._attn_implementation = "eager"
+            diff = float((saved(ids).logits - load_fp32(path)(ids).logits).abs().max())
+        if diff > 1e-4:
+            raise RuntimeError(f"the Hub-layout checkpoint loads as another model (max |logit diff| {diff:.3e})")
+        print(f"{name}: Hub-layout checkpoint reloads with max |logit diff| {diff:.3e}", flush=True)
     ref = reference(path, prompts)
     save_file(ref, os.path.join(path, "reference.safetensors"), metadata={
         "command": "python3 tools/make-reference-fixtures.py --out OUT",

@@ -128,6 +128,14 @@ void Backend::soft_cap(Tensor, float) { fail(ExitCode::failure, "internal: the {
 
 void Backend::scale(Tensor, float) { fail(ExitCode::failure, "internal: the {} backend has no scale", name()); }
 
+void Backend::router_topk(const Tensor&, const RouterParams&, Tensor, Tensor) {
+  fail(ExitCode::failure, "internal: the {} backend has no router_topk", name());
+}
+
+void Backend::moe_experts(const Tensor&, const Tensor&, const Tensor&, const MoeExperts&, const MoeScratch&, Tensor) {
+  fail(ExitCode::failure, "internal: the {} backend has no moe_experts", name());
+}
+
 std::unique_ptr<StepGraph> Backend::capture(const std::function<void()>&) {
   fail(ExitCode::failure, "internal: the {} backend cannot capture step graphs", name());
 }

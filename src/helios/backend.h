@@ -128,6 +128,36 @@ struct AttentionParams {
   std::int32_t sliding_window = 0;   // 0: full causal; W: a token sees the last W positions
 };
 
+// Mixture-of-experts routing (router_topk): per token, a softmax over its router logits, the
+// top_k most probable experts (ties to the lower index, as torch.topk), and their weights: the
+// probabilities, divided by their sum when `renormalize` (which equals a softmax over the chosen
+// logits: Mixtral, gpt-oss, Qwen3-MoE with norm_topk_prob).
+struct RouterParams {
+  std::int32_t top_k = 0;
+  bool renormalize = true;
+};
+
+// The gated activation between an MLP's gate_up and down projections.
+enum class GatedActivation : std::uint8_t {
+  silu,       // silu(gate) * up (SwiGLU)
+  gelu_tanh,  // gelu_tanh(gate) * up (GeGLU)
+};
+
+// One mixture-of-experts MLP's expert stacks.
+struct MoeExperts {
+  Tensor gate_up;  // [n_experts][2 * inter, hidden] bf16: each expert's gate rows, then its up rows
+  Tensor down;     // [n_experts][hidden, inter] bf16
+  GatedActivation activation = GatedActivation::silu;
+};
+
+// Scratch rows of one moe_experts call, one per (token, slot) pair, [n_tokens * top_k, ...] of the
+// activation dtype. A backend that fuses the steps may leave them unwritten.
+struct MoeScratch {
+  Tensor gate_up;     // [n_tokens * top_k, 2 * inter]
+  Tensor act;         // [n_tokens * top_k, inter]
+  Tensor expert_out;  // [n_tokens * top_k, hidden]
+};
+
 // One logits row's sampling request: its parameters, the request's tokens so far (penalties), and
 // the index of the token being generated (the counter of the seeded draw).
 struct SampleRequest {
@@ -259,6 +289,18 @@ class Backend {
   // In place x *= factor, x [rows, cols] activations (Gemma scales its embeddings by sqrt(hidden)):
   // F32 math, rounded once to the activation dtype.
   virtual void scale(Tensor x, float factor);
+  // Mixture of experts (router_topk, moe_experts) fail by default: a backend without them runs no
+  // mixture-of-experts model.
+  // logits [n_tokens, n_experts] f32 -> ids [n_tokens, top_k] i32 (most probable first) and
+  // weights [n_tokens, top_k] f32, as RouterParams says.
+  virtual void router_topk(const Tensor& logits, const RouterParams& params, Tensor ids, Tensor weights);
+  // out[t] = sum_j weights[t, j] * down[e] @ act(gate_up[e] @ x[t]), e = ids[t, j], for j < top_k
+  // (ids.cols): x [n_tokens, hidden] activations, ids and weights as router_topk writes them, out
+  // like x. Each expert's products have linear's numerics and the activation swiglu's (rounded to
+  // the activation dtype); the weighted sum over the top_k slots is F32, rounded once. Only the
+  // experts some token chose are read; a step's launch shapes never depend on the routing (graphs).
+  virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                           const MoeScratch& scratch, Tensor out);
   // out[i] = x[i-th token whose logits the step wants], out [n_logit_rows, cols].
   virtual void gather_logit_rows(const Tensor& x, Tensor out) = 0;
 

@@ -45,6 +45,59 @@ WeightEntry down_entry(const ModelSpec& spec, const std::string& prefix, const s
           spec.intermediate_size, "down", WeightTransform::none, TensorSplit::cols};
 }
 
+WeightEntry vector_entry(std::string name, std::string source, std::int64_t n, std::string role) {
+  return {std::move(name), WeightKind::vector, {{std::move(source), n}}, 0, std::move(role)};
+}
+
+void attention_entries(const ModelSpec& spec, const std::string& p, const std::string& t,
+                       std::vector<WeightEntry>& entries) {
+  const std::int64_t h = spec.hidden_size, q = spec.q_width(), kv = spec.kv_width();
+  entries.push_back(qkv_entry(spec, p, t));
+  if (spec.qkv_bias) {
+    entries.push_back({t + "qkv_bias", WeightKind::vector,
+                       {{p + "self_attn.q_proj.bias", q}, {p + "self_attn.k_proj.bias", kv},
+                        {p + "self_attn.v_proj.bias", kv}},
+                       0, "bias", WeightTransform::none, TensorSplit::rows});
+  }
+  entries.push_back(o_entry(spec, p, t));
+  if (spec.o_bias) entries.push_back(vector_entry(t + "o_bias", p + "self_attn.o_proj.bias", h, "bias"));
+  if (spec.qk_norm) {
+    entries.push_back(vector_entry(t + "q_norm", p + "self_attn.q_norm.weight", spec.head_dim, "norm"));
+    entries.push_back(vector_entry(t + "k_norm", p + "self_attn.k_norm.weight", spec.head_dim, "norm"));
+  }
+}
+
+AttentionWeights attention_weights(const LoadedWeights& weights, const std::string& t) {
+  AttentionWeights w;
+  w.qkv = weights.at(t + "qkv");
+  w.qkv_bias = weights.tensor_or_empty(t + "qkv_bias");
+  w.o = weights.at(t + "o");
+  w.o_bias = weights.tensor_or_empty(t + "o_bias");
+  w.q_norm = weights.tensor_or_empty(t + "q_norm");
+  w.k_norm = weights.tensor_or_empty(t + "k_norm");
+  return w;
+}
+
+void attention_core(helios::Backend& backend, const ModelSpec& spec, std::int32_t layer, const AttentionWeights& w,
+                    const helios::Tensor& h, const helios::Tensor& qkv, const helios::Tensor& attn,
+                    helios::KvCache& cache, const helios::RotaryParams& rope) {
+  project(backend, h, w.qkv, w.qkv_bias.empty() ? nullptr : &w.qkv_bias, qkv);
+  const helios::Tensor q = qkv.slice_cols(0, spec.q_width());
+  const helios::Tensor k = qkv.slice_cols(spec.q_width(), spec.kv_width());
+  const helios::Tensor value = qkv.slice_cols(spec.q_width() + spec.kv_width(), spec.kv_width());
+  // [q/k head norm], rotary and the KV store: one kernel on a device backend.
+  const helios::QkNormParams qk_norm{w.q_norm, w.k_norm, spec.rms_norm_eps};
+  backend.rotary_kv_store(cache, layer, q, k, value, spec.head_dim, rope, spec.qk_norm ? &qk_norm : nullptr);
+  helios::AttentionParams params;
+  params.layer = layer;
+  params.n_heads = spec.n_heads;
+  params.n_kv_heads = spec.n_kv_heads;
+  params.head_dim = spec.head_dim;
+  params.scale = spec.softmax_scale();
+  params.sliding_window = spec.layers[std::size_t(layer)].sliding_window;
+  backend.attention(cache, q, params, attn);
+}
+
 std::vector<helios::HistorySpec> paged_kv_history(const ModelSpec& spec) {
   std::vector<helios::HistorySpec> layers;
   for (const LayerSpec& layer : spec.layers) {

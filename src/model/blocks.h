@@ -32,6 +32,26 @@ WeightEntry o_entry(const ModelSpec& spec, const std::string& prefix, const std:
 WeightEntry gate_up_entry(const ModelSpec& spec, const std::string& prefix, const std::string& name);
 WeightEntry down_entry(const ModelSpec& spec, const std::string& prefix, const std::string& name);
 
+// A vector (norm weight, bias) of n values from one checkpoint tensor.
+WeightEntry vector_entry(std::string name, std::string source, std::int64_t n, std::string role);
+
+// The attention projections of one layer (qkv, o, and where the spec has them their biases and the
+// q/k head norms), appended to `entries`; and the same once loaded.
+void attention_entries(const ModelSpec& spec, const std::string& prefix, const std::string& name,
+                       std::vector<WeightEntry>& entries);
+struct AttentionWeights {
+  Weight qkv, o;
+  helios::Tensor qkv_bias, o_bias, q_norm, k_norm;  // f32, empty where the model has none
+};
+AttentionWeights attention_weights(const LoadedWeights& weights, const std::string& name);
+
+// The attention of layer `layer` up to its output projection:
+//   qkv = h Wqkv (+b); [q/k head norm]; rotary; k, v into the layer's pages; attn = attention(q)
+// h [n_tokens, hidden], qkv [n_tokens, q + 2 kv], attn [n_tokens, q] (activations).
+void attention_core(helios::Backend& backend, const ModelSpec& spec, std::int32_t layer, const AttentionWeights& w,
+                    const helios::Tensor& h, const helios::Tensor& qkv, const helios::Tensor& attn,
+                    helios::KvCache& cache, const helios::RotaryParams& rope);
+
 // Paged K/V of n_kv_heads x head_dim for every layer, with each layer's window.
 std::vector<helios::HistorySpec> paged_kv_history(const ModelSpec& spec);
 // Throws unless `layout` is the cache paged_kv_history describes.

@@ -110,7 +110,9 @@ struct RuntimeLoader {
 
   // A projection matrix [rows, cols]: BF16, or FP8 with block scales. A backend that keeps FP8
   // weights gets them as stored; another gets them dequantized to BF16, as a BF16 package holds them.
-  helios::Tensor matrix(const std::string& name, std::int64_t rows, std::int64_t cols, helios::QuantizedWeight& scales) {
+  // An expert stack (keep_fp8 false) is dequantized to BF16 always: no backend takes FP8 experts yet.
+  helios::Tensor matrix(const std::string& name, std::int64_t rows, std::int64_t cols, helios::QuantizedWeight& scales,
+                        bool keep_fp8 = true) {
     PreparedTensorRef ref;
     if (!lookup(name, ref)) fail_input("package weights: tensor '{}' is missing", name);
     if (ref.dtype != DType::f8_e4m3) return load(name, DType::bf16, {rows, cols});
@@ -138,7 +140,7 @@ struct RuntimeLoader {
       scale_values = std::move(per_row);
       block_rows = 1;
     }
-    if (!backend.supports_fp8_weights(rows, cols, std::int32_t(block_rows), std::int32_t(block_cols))) {
+    if (!keep_fp8 || !backend.supports_fp8_weights(rows, cols, std::int32_t(block_rows), std::int32_t(block_cols))) {
       const std::vector<std::uint16_t> bf16 =
           fp8_dequantize_bf16(values, scale_values.data(), rows, cols, block_rows, block_cols);
       return upload(std::as_bytes(std::span(bf16)), DType::bf16, rows, cols);
@@ -175,6 +177,16 @@ struct RuntimeLoader {
 
 }  // namespace
 
+helios::Tensor as_stack(helios::Tensor matrix, std::int32_t n_batch) {
+  if (n_batch <= 1) return matrix;
+  if (matrix.rows % n_batch != 0)
+    fail_input("package weights: a stack of {} matrices cannot have {} rows", n_batch, matrix.rows);
+  matrix.rows /= n_batch;
+  matrix.n_batch = n_batch;
+  matrix.batch_stride = matrix.rows * matrix.stride;
+  return matrix;
+}
+
 LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend) {
   LoadedWeights weights;
   RuntimeLoader loader{lookup, backend, weights};
@@ -184,7 +196,8 @@ LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup&
       Weight weight;
       switch (entry.kind) {
         case WeightKind::projection:
-          weight.values = loader.matrix(entry.name, entry.rows(), entry.cols, weight.quant);
+          weight.values = loader.matrix(entry.name, entry.rows(), entry.cols, weight.quant, entry.n_batch == 1);
+          weight.values = as_stack(weight.values, entry.n_batch);
           break;
         case WeightKind::table:
           weight.values = loader.load(entry.name, DType::bf16, {entry.rows(), entry.cols});

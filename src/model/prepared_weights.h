@@ -52,6 +52,9 @@ using PreparedLookup = std::function<bool(const std::string& name, PreparedTenso
 
 // Builds the backend's weights from prepared tensors, checking every name, dtype, shape and size
 // against the table; a mismatch is a flare::Error naming the tensor.
+// A matrix of n_batch stacked equal matrices as the stack [n_batch][rows / n_batch, cols] (itself for 1).
+helios::Tensor as_stack(helios::Tensor matrix, std::int32_t n_batch);
+
 LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend);
 
 }  // namespace flare::model

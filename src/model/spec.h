@@ -55,6 +55,17 @@ enum class Activation : std::uint8_t {
 // What differs between the layers of one model.
 struct LayerSpec {
   std::int32_t sliding_window = 0;  // 0: attends to every position; W: to the last W positions
+  bool experts = false;             // its MLP is the mixture of experts (MoeSpec), else dense
+};
+
+// A mixture-of-experts MLP (Qwen3-MoE, Mixtral): per token a router (a linear map to one logit per
+// expert) picks top_k of n_experts gated MLPs of expert_intermediate_size, whose outputs are summed
+// with the router's weights.
+struct MoeSpec {
+  std::int32_t n_experts = 0;  // 0: a dense model
+  std::int32_t top_k = 0;
+  std::int32_t expert_intermediate_size = 0;
+  bool renormalize = true;  // the chosen experts' probabilities divided by their sum (norm_topk_prob)
 };
 
 struct ModelSpec {
@@ -81,8 +92,11 @@ struct ModelSpec {
   float attention_scale = 0.0f;      // softmax scale; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // 0: none; c: logits = c * tanh(logits / c)
   WeightQuantization quantization;
+  MoeSpec moe;
 
   std::int64_t n_parameters() const;
+  // Parameters one token multiplies by: n_parameters() less the experts the router leaves out.
+  std::int64_t n_active_parameters() const;
   std::int32_t q_width() const { return n_heads * head_dim; }
   std::int32_t kv_width() const { return n_kv_heads * head_dim; }
   float softmax_scale() const { return attention_scale > 0 ? attention_scale : 1.0f / std::sqrt(float(head_dim)); }

@@ -1,6 +1,8 @@
 // Weight tables and loaded weights (see weight_table.h).
 #include "model/weight_table.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace flare::model {
@@ -24,6 +26,16 @@ std::int64_t WeightTable::n_parameters() const {
   std::int64_t n = 0;
   for (const WeightGroup& group : groups) {
     for (const WeightEntry& entry : group.entries) n += entry.n_elements();
+  }
+  return n;
+}
+
+std::int64_t WeightTable::n_active_parameters(std::int32_t top_k) const {
+  std::int64_t n = 0;
+  for (const WeightGroup& group : groups) {
+    for (const WeightEntry& entry : group.entries) {
+      n += entry.n_batch > 1 ? entry.n_elements() / entry.n_batch * std::min(top_k, entry.n_batch) : entry.n_elements();
+    }
   }
   return n;
 }

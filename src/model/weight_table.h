@@ -50,6 +50,9 @@ struct WeightEntry {
   std::string role;       // what it is in the forward: "qkv", "o", "gate_up", "down", "lm_head", "norm", ...
   WeightTransform transform = WeightTransform::none;
   TensorSplit split = TensorSplit::replicated;
+  // A stack of this many equal matrices (a mixture-of-experts layer's experts): the sources stack
+  // each matrix's parts in turn, and the runtime sees [n_batch][rows() / n_batch, cols].
+  std::int32_t n_batch = 1;
 
   std::int64_t rows() const;
   std::int64_t n_elements() const { return rows() * (kind == WeightKind::vector ? 1 : cols); }
@@ -67,6 +70,9 @@ struct WeightTable {
 
   const WeightEntry* find(std::string_view name) const;
   std::int64_t n_parameters() const;  // every element once (aliases share)
+  // What one token multiplies by: every element, but of each expert stack only top_k of its n_batch
+  // matrices (the experts one token activates).
+  std::int64_t n_active_parameters(std::int32_t top_k) const;
   // Bytes of the prepared tensors with BF16 projections and tables and F32 vectors.
   std::uint64_t prepared_bytes() const;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/prepared_weights.h"
+
 namespace flare::bench::cuda {
 namespace {
 
@@ -25,10 +27,11 @@ struct Builder {
     weights.own(std::move(buffer));
     return t;
   }
-  // A projection matrix: FP8 with 128 x 128 block scales where asked for and the backend takes it.
-  model::Weight projection(std::int64_t rows, std::int64_t cols) {
+  // A projection matrix: FP8 with 128 x 128 block scales where asked for, allowed (expert stacks
+  // are BF16, as the loader keeps them) and the backend takes it.
+  model::Weight projection(std::int64_t rows, std::int64_t cols, bool allow_fp8) {
     model::Weight w;
-    if (matrices != DType::f8_e4m3 || !backend.supports_fp8_weights(rows, cols, 128, 128)) {
+    if (matrices != DType::f8_e4m3 || !allow_fp8 || !backend.supports_fp8_weights(rows, cols, 128, 128)) {
       w.values = make(DType::bf16, rows, cols, k_matrix_scale, 0);
       return w;
     }
@@ -56,7 +59,12 @@ model::LoadedWeights random_weights(const model::ModelSpec& spec, helios::Backen
   for (const model::WeightGroup& group : table.groups) {
     for (const model::WeightEntry& entry : group.entries) {
       switch (entry.kind) {
-        case WeightKind::projection: weights.add(entry.name, b.projection(entry.rows(), entry.cols)); break;
+        case WeightKind::projection: {
+          model::Weight w = b.projection(entry.rows(), entry.cols, entry.n_batch == 1);
+          w.values = model::as_stack(w.values, entry.n_batch);
+          weights.add(entry.name, w);
+          break;
+        }
         case WeightKind::table:
           weights.add(entry.name, {b.make(DType::bf16, entry.rows(), entry.cols, k_matrix_scale, 0), {}});
           break;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "helios/cpu/activation.h"
 #include "helios/cpu/gemm.h"
 
 namespace flare::helios::cpu {
@@ -35,12 +36,6 @@ void expect_dtype(const Tensor& t, DType dtype, const char* what) {
 }
 
 float* row_f32(const Tensor& t, std::int64_t row) { return static_cast<float*>(t.data) + row * t.stride; }
-
-// PyTorch's gelu(approximate="tanh") in F32: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-float gelu_tanh(float x) {
-  constexpr float k_sqrt_2_over_pi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + std::tanh(k_sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
-}
 
 }  // namespace
 
@@ -233,7 +228,7 @@ void CpuBackend::swiglu(const Tensor& gate_up, Tensor out) {
       const float* g = row_f32(gate_up, t);
       const float* u = g + inter;
       float* dst = row_f32(out, t);
-      for (std::int64_t c = 0; c < inter; ++c) dst[c] = g[c] / (1.0f + std::exp(-g[c])) * u[c];
+      for (std::int64_t c = 0; c < inter; ++c) dst[c] = silu(g[c]) * u[c];
     }
   });
 }

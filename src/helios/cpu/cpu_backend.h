@@ -51,6 +51,10 @@ class CpuBackend : public Backend {
   void soft_cap(Tensor x, float cap) override;
   void scale(Tensor x, float factor) override;
   void gather_logit_rows(const Tensor& x, Tensor out) override;
+  // Mixture of experts (moe.cpp): the pairs of each expert gathered and multiplied as one GEMM.
+  void router_topk(const Tensor& logits, const RouterParams& params, Tensor ids, Tensor weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                   const MoeScratch& scratch, Tensor out) override;
 
  private:
   ThreadPool pool_;

@@ -22,13 +22,10 @@ namespace {
 using helios::DType;
 using helios::Tensor;
 
-WeightEntry vector_entry(std::string name, std::string source, std::int64_t n, std::string role) {
-  return {std::move(name), WeightKind::vector, {{std::move(source), n}}, 0, std::move(role)};
-}
-
 struct DenseLayer {
-  Tensor input_norm, qkv_bias, o_bias, q_norm, k_norm, post_norm;  // f32 (biases, norms may be empty)
-  Weight qkv, o, gate_up, down;
+  Tensor input_norm, post_norm;  // f32
+  AttentionWeights attention;
+  Weight gate_up, down;
 };
 
 class DenseDecoder final : public helios::StepProgram {
@@ -42,12 +39,7 @@ class DenseDecoder final : public helios::StepProgram {
       const std::string t = fmt::format("layers.{}.", layer);
       DenseLayer w;
       w.input_norm = weights.at(t + "input_norm").values;
-      w.qkv = weights.at(t + "qkv");
-      w.qkv_bias = weights.tensor_or_empty(t + "qkv_bias");
-      w.o = weights.at(t + "o");
-      w.o_bias = weights.tensor_or_empty(t + "o_bias");
-      w.q_norm = weights.tensor_or_empty(t + "q_norm");
-      w.k_norm = weights.tensor_or_empty(t + "k_norm");
+      w.attention = attention_weights(weights, t);
       w.post_norm = weights.at(t + "post_norm").values;
       w.gate_up = weights.at(t + "gate_up");
       w.down = weights.at(t + "down");
@@ -124,22 +116,8 @@ class DenseDecoder final : public helios::StepProgram {
 
   void attention_block(const Views& v, std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope) {
     const DenseLayer& w = layers_[std::size_t(layer)];
-    project(v.h, w.qkv, w.qkv_bias.empty() ? nullptr : &w.qkv_bias, v.qkv);
-    const Tensor q = v.qkv.slice_cols(0, spec_.q_width());
-    const Tensor k = v.qkv.slice_cols(spec_.q_width(), spec_.kv_width());
-    const Tensor value = v.qkv.slice_cols(spec_.q_width() + spec_.kv_width(), spec_.kv_width());
-    // [q/k head norm], rotary and the KV store: one kernel on a device backend.
-    const helios::QkNormParams qk_norm{w.q_norm, w.k_norm, spec_.rms_norm_eps};
-    backend_.rotary_kv_store(cache, layer, q, k, value, spec_.head_dim, rope, spec_.qk_norm ? &qk_norm : nullptr);
-    helios::AttentionParams params;
-    params.layer = layer;
-    params.n_heads = spec_.n_heads;
-    params.n_kv_heads = spec_.n_kv_heads;
-    params.head_dim = spec_.head_dim;
-    params.scale = spec_.softmax_scale();
-    params.sliding_window = spec_.layers[std::size_t(layer)].sliding_window;
-    backend_.attention(cache, q, params, v.attn);
-    project_residual_norm(v, v.attn, w.o, w.o_bias, w.post_norm);  // x += attention; h = norm(x)
+    attention_core(backend_, spec_, layer, w.attention, v.h, v.qkv, v.attn, cache, rope);
+    project_residual_norm(v, v.attn, w.attention.o, w.attention.o_bias, w.post_norm);  // x += attention; h = norm(x)
   }
 
   // Ends with the residual add and `next_norm`, the norm of whatever reads x next.
@@ -165,26 +143,14 @@ class DenseDecoder final : public helios::StepProgram {
 }  // namespace
 
 WeightTable dense_weight_table(const ModelSpec& spec) {
-  const std::int64_t h = spec.hidden_size, q = spec.q_width(), kv = spec.kv_width();
+  const std::int64_t h = spec.hidden_size;
   WeightTable table;
   table.groups.push_back(embedding_group(spec, table, WeightTransform::none));
   for (std::int32_t layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = fmt::format("model.layers.{}.", layer), t = fmt::format("layers.{}.", layer);
     WeightGroup g{fmt::format("weights/layer-{:03}", layer), {}};
     g.entries.push_back(vector_entry(t + "input_norm", p + "input_layernorm.weight", h, "norm"));
-    g.entries.push_back(qkv_entry(spec, p, t));
-    if (spec.qkv_bias) {
-      g.entries.push_back({t + "qkv_bias", WeightKind::vector,
-                           {{p + "self_attn.q_proj.bias", q}, {p + "self_attn.k_proj.bias", kv},
-                            {p + "self_attn.v_proj.bias", kv}},
-                           0, "bias", WeightTransform::none, TensorSplit::rows});
-    }
-    g.entries.push_back(o_entry(spec, p, t));
-    if (spec.o_bias) g.entries.push_back(vector_entry(t + "o_bias", p + "self_attn.o_proj.bias", h, "bias"));
-    if (spec.qk_norm) {
-      g.entries.push_back(vector_entry(t + "q_norm", p + "self_attn.q_norm.weight", spec.head_dim, "norm"));
-      g.entries.push_back(vector_entry(t + "k_norm", p + "self_attn.k_norm.weight", spec.head_dim, "norm"));
-    }
+    attention_entries(spec, p, t, g.entries);
     g.entries.push_back(vector_entry(t + "post_norm", p + "post_attention_layernorm.weight", h, "norm"));
     g.entries.push_back(gate_up_entry(spec, p, t));
     g.entries.push_back(down_entry(spec, p, t));

@@ -7,11 +7,11 @@
 
 namespace flare::model {
 
-extern const Architecture k_llama, k_qwen3, k_qwen2, k_mistral, k_gemma3;
+extern const Architecture k_llama, k_qwen3, k_qwen2, k_mistral, k_gemma3, k_qwen3_moe, k_mixtral;
 
 namespace {
 
-const std::array k_architectures = {&k_llama, &k_qwen3, &k_qwen2, &k_mistral, &k_gemma3};
+const std::array k_architectures = {&k_llama, &k_qwen3, &k_qwen2, &k_mistral, &k_gemma3, &k_qwen3_moe, &k_mixtral};
 
 }  // namespace
 
@@ -44,5 +44,9 @@ std::uint64_t arena_bytes(const ModelSpec& spec, helios::DType activations, cons
 }
 
 std::int64_t ModelSpec::n_parameters() const { return architecture_of(*this).weight_table(*this).n_parameters(); }
+
+std::int64_t ModelSpec::n_active_parameters() const {
+  return architecture_of(*this).weight_table(*this).n_active_parameters(moe.top_k);
+}
 
 }  // namespace flare::model

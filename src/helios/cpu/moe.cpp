@@ -1,0 +1,160 @@
+// The CPU backend's mixture of experts (see backend.h, router_topk and moe_experts): the reference the
+// CUDA kernels are checked against. The (token, slot) pairs are grouped by expert, each expert's
+// pairs gathered into consecutive scratch rows and multiplied as one GEMM per projection, so an
+// expert's weights are read once per step however many tokens chose it.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "common/error.h"
+#include "helios/cpu/activation.h"
+#include "helios/cpu/cpu_backend.h"
+#include "helios/cpu/gemm.h"
+
+namespace flare::helios::cpu {
+namespace {
+
+void expect(const Tensor& t, DType dtype, std::int64_t rows, std::int64_t cols, const char* what) {
+  if (t.dtype != dtype || t.rows != rows || t.cols != cols) {
+    fail(ExitCode::failure, "internal: cpu {} is {} [{}, {}], expected {} [{}, {}]", what, dtype_name(t.dtype), t.rows,
+         t.cols, dtype_name(dtype), rows, cols);
+  }
+}
+
+template <typename T>
+T* row(const Tensor& t, std::int64_t r) {
+  return static_cast<T*>(t.data) + r * t.stride;
+}
+
+// out[rows] = x[rows] @ w^T for `rows` consecutive rows of x and out.
+void gemm_rows(ThreadPool& pool, const Tensor& x, std::int64_t first, std::int64_t n_rows, const Tensor& w,
+               const Tensor& out) {
+  GemmArgs args;
+  args.x = row<const float>(x, first);
+  args.x_stride = x.stride;
+  args.w = static_cast<const std::uint16_t*>(w.data);
+  args.out = row<float>(out, first);
+  args.out_stride = out.stride;
+  args.m = n_rows;
+  args.n = w.rows;
+  args.k = w.cols;
+  gemm_bf16(pool, args);
+}
+
+}  // namespace
+
+void CpuBackend::router_topk(const Tensor& logits, const RouterParams& params, Tensor ids, Tensor weights) {
+  const std::int64_t n_experts = logits.cols, k = params.top_k;
+  if (k < 1 || k > n_experts) fail(ExitCode::failure, "internal: router top {} of {} experts", k, n_experts);
+  expect(logits, DType::f32, logits.rows, n_experts, "router logits");
+  expect(ids, DType::i32, logits.rows, k, "router ids");
+  expect(weights, DType::f32, logits.rows, k, "router weights");
+  pool_.parallel_for(logits.rows, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> probs(static_cast<std::size_t>(n_experts));
+    std::vector<char> taken(static_cast<std::size_t>(n_experts));
+    for (std::int64_t t = begin; t < end; ++t) {
+      const float* l = row<const float>(logits, t);
+      float max = l[0];
+      for (std::int64_t e = 1; e < n_experts; ++e) max = std::max(max, l[e]);
+      float sum = 0.0f;
+      for (std::int64_t e = 0; e < n_experts; ++e) sum += probs[std::size_t(e)] = std::exp(l[e] - max);
+      for (float& p : probs) p /= sum;
+      std::fill(taken.begin(), taken.end(), 0);
+      std::int32_t* out_ids = row<std::int32_t>(ids, t);
+      float* out_w = row<float>(weights, t);
+      float chosen = 0.0f;
+      for (std::int64_t j = 0; j < k; ++j) {
+        std::int64_t best = -1;
+        for (std::int64_t e = 0; e < n_experts; ++e) {  // strict >: the lower index wins a tie
+          if (!taken[std::size_t(e)] && (best < 0 || probs[std::size_t(e)] > probs[std::size_t(best)])) best = e;
+        }
+        taken[std::size_t(best)] = 1;
+        out_ids[j] = std::int32_t(best);
+        out_w[j] = probs[std::size_t(best)];
+        chosen += out_w[j];
+      }
+      if (params.renormalize) {
+        for (std::int64_t j = 0; j < k; ++j) out_w[j] /= chosen;
+      }
+    }
+  });
+}
+
+void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                             const MoeScratch& scratch, Tensor out) {
+  const std::int64_t n = x.rows, k = ids.cols, hidden = x.cols, n_experts = experts.gate_up.n_batch;
+  const std::int64_t inter = experts.down.cols;
+  expect(x, DType::f32, n, hidden, "moe input");
+  expect(ids, DType::i32, n, k, "moe ids");
+  expect(weights, DType::f32, n, k, "moe weights");
+  expect(out, DType::f32, n, hidden, "moe output");
+  if (experts.gate_up.dtype != DType::bf16 || experts.down.dtype != DType::bf16 || experts.down.n_batch != n_experts ||
+      experts.gate_up.rows != 2 * inter || experts.gate_up.cols != hidden || experts.down.rows != hidden) {
+    fail(ExitCode::failure, "internal: cpu moe experts [{}][{}, {}] and [{}][{}, {}] for hidden {}",
+         experts.gate_up.n_batch, experts.gate_up.rows, experts.gate_up.cols, experts.down.n_batch, experts.down.rows,
+         experts.down.cols, hidden);
+  }
+  expect(scratch.gate_up, DType::f32, n * k, 2 * inter, "moe gate_up scratch");
+  expect(scratch.act, DType::f32, n * k, inter, "moe act scratch");
+  expect(scratch.expert_out, DType::f32, n * k, hidden, "moe expert_out scratch");
+
+  // The pairs by expert: first[e] .. first[e + 1] in `pairs` (t * k + j), in token order.
+  std::vector<std::int64_t> first(static_cast<std::size_t>(n_experts + 1), 0);
+  for (std::int64_t t = 0; t < n; ++t) {
+    for (std::int64_t j = 0; j < k; ++j) {
+      const std::int32_t e = row<const std::int32_t>(ids, t)[j];
+      if (e < 0 || e >= n_experts) fail(ExitCode::failure, "internal: cpu moe expert id {} of {}", e, n_experts);
+      ++first[std::size_t(e) + 1];
+    }
+  }
+  for (std::int64_t e = 0; e < n_experts; ++e) first[std::size_t(e) + 1] += first[std::size_t(e)];
+  std::vector<std::int64_t> pairs(static_cast<std::size_t>(n * k)), slot_row(static_cast<std::size_t>(n * k));
+  {
+    std::vector<std::int64_t> cursor(first.begin(), first.end() - 1);
+    for (std::int64_t p = 0; p < n * k; ++p) {
+      const std::int64_t r = cursor[std::size_t(row<const std::int32_t>(ids, p / k)[p % k])]++;
+      pairs[std::size_t(r)] = p;
+      slot_row[std::size_t(p)] = r;
+    }
+  }
+  // Gather: scratch row r holds the input of pair pairs[r] (expert_out doubles as the gathered input).
+  pool_.parallel_for(n * k, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const float* src = row<const float>(x, pairs[std::size_t(r)] / k);
+      std::copy(src, src + hidden, row<float>(scratch.expert_out, r));
+    }
+  });
+  for (std::int64_t e = 0; e < n_experts; ++e) {
+    const std::int64_t begin = first[std::size_t(e)], count = first[std::size_t(e) + 1] - begin;
+    if (count == 0) continue;
+    gemm_rows(pool_, scratch.expert_out, begin, count, experts.gate_up.batch(e), scratch.gate_up);
+  }
+  const bool gelu = experts.activation == GatedActivation::gelu_tanh;
+  pool_.parallel_for(n * k, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const float* g = row<const float>(scratch.gate_up, r);
+      const float* u = g + inter;
+      float* a = row<float>(scratch.act, r);
+      for (std::int64_t c = 0; c < inter; ++c) a[c] = (gelu ? gelu_tanh(g[c]) : silu(g[c])) * u[c];
+    }
+  });
+  for (std::int64_t e = 0; e < n_experts; ++e) {
+    const std::int64_t begin = first[std::size_t(e)], count = first[std::size_t(e) + 1] - begin;
+    if (count == 0) continue;
+    gemm_rows(pool_, scratch.act, begin, count, experts.down.batch(e), scratch.expert_out);
+  }
+  // Combine, slot by slot in the router's order, in F32.
+  pool_.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      float* dst = row<float>(out, t);
+      std::fill(dst, dst + hidden, 0.0f);
+      for (std::int64_t j = 0; j < k; ++j) {
+        const float w = row<const float>(weights, t)[j];
+        const float* src = row<const float>(scratch.expert_out, slot_row[std::size_t(t * k + j)]);
+        for (std::int64_t c = 0; c < hidden; ++c) dst[c] += w * src[c];
+      }
+    }
+  });
+}
+
+}  // namespace flare::helios::cpu
