@@ -1,6 +1,7 @@
 #include "bench/model_costs.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "helios/history.h"
 #include "model/architecture.h"
@@ -10,12 +11,14 @@ namespace {
 
 using model::WeightKind;
 
-// Elements of every layer's projection matrices: what a token multiplies by in the layers.
-double layer_matrix_parameters(const model::WeightTable& table) {
+// Elements of every layer's projection matrices that a step reads: of an expert stack, `experts`
+// of its matrices (expert_elements adds them up separately, as they stay BF16).
+double layer_matrix_parameters(const model::WeightTable& table, double experts, bool expert_stacks) {
   double n = 0;
   for (const model::WeightGroup& group : table.groups) {
     for (const model::WeightEntry& entry : group.entries) {
-      if (entry.kind == WeightKind::projection) n += double(entry.n_elements());
+      if (entry.kind != WeightKind::projection || (entry.n_batch > 1) != expert_stacks) continue;
+      n += entry.n_batch > 1 ? double(entry.n_elements()) / entry.n_batch * experts : double(entry.n_elements());
     }
   }
   return n;
@@ -30,8 +33,15 @@ double head_parameters(const model::WeightTable& table) {
 
 }  // namespace
 
-double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices) {
+double expected_experts_touched(const model::ModelSpec& s, std::int64_t n_tokens) {
+  if (s.moe.n_experts == 0) return 0;
+  const double e = s.moe.n_experts, k = s.moe.top_k;
+  return e * (1.0 - std::pow(1.0 - k / e, double(n_tokens)));
+}
+
+double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices, double experts_touched) {
   const model::WeightTable table = model::architecture_of(s).weight_table(s);
+  const double experts = experts_touched > 0 ? experts_touched : double(s.moe.top_k);
   // FP8 matrices: a byte per weight and an f32 scale per 128 x 128 block.
   const double per_weight = matrices == helios::DType::f8_e4m3 ? 1.0 + 4.0 / (128 * 128) : 2.0;
   double vectors = 0;
@@ -40,7 +50,8 @@ double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices) {
       if (entry.kind == WeightKind::vector) vectors += 4.0 * double(entry.n_elements());
     }
   }
-  return per_weight * layer_matrix_parameters(table) + vectors + 2.0 * head_parameters(table);
+  return per_weight * layer_matrix_parameters(table, 0, false) + 2.0 * layer_matrix_parameters(table, experts, true) +
+         vectors + 2.0 * head_parameters(table);
 }
 
 double kv_bytes_per_token(const model::ModelSpec& s, helios::DType kv_dtype) {
@@ -58,7 +69,8 @@ double kv_bytes_read(const model::ModelSpec& s, std::int32_t layer, std::int64_t
 double prefill_flops(const model::ModelSpec& s, std::int64_t n_tokens, std::int64_t n_logits) {
   const model::WeightTable table = model::architecture_of(s).weight_table(s);
   const double n = double(n_tokens);
-  const double linear = 2.0 * layer_matrix_parameters(table) * n;
+  const double linear =
+      2.0 * (layer_matrix_parameters(table, 0, false) + layer_matrix_parameters(table, s.moe.top_k, true)) * n;
   const double attention = 4.0 * s.n_heads * s.head_dim * (n * (n + 1) / 2) * s.n_layers;
   const double head = 2.0 * double(n_logits) * head_parameters(table);
   return linear + attention + head;

@@ -14,7 +14,13 @@ namespace flare::bench {
 // and the output head. The embedding table is not counted: a step reads only its tokens' rows.
 // `matrices`: the layers' projection matrices, bf16 or f8_e4m3 (with 128 x 128 block scales); the
 // output head stays BF16.
-double decode_weight_bytes(const model::ModelSpec& spec, helios::DType matrices = helios::DType::bf16);
+// Of an expert stack, only `experts_touched` experts a layer are read (0: the router's top_k, what
+// one token touches); expert stacks stay BF16.
+double decode_weight_bytes(const model::ModelSpec& spec, helios::DType matrices = helios::DType::bf16,
+                           double experts_touched = 0);
+// Distinct experts a layer's step of n_tokens touches when each token picks top_k of n_experts
+// uniformly at random: E (1 - (1 - k/E)^n). 0 for a dense model.
+double expected_experts_touched(const model::ModelSpec& spec, std::int64_t n_tokens);
 
 // K and V bytes of one cached token over all layers.
 double kv_bytes_per_token(const model::ModelSpec& spec, helios::DType kv_dtype);
@@ -23,7 +29,7 @@ double kv_bytes_per_token(const model::ModelSpec& spec, helios::DType kv_dtype);
 double kv_bytes_read(const model::ModelSpec& spec, std::int32_t layer, std::int64_t context, helios::DType kv_dtype);
 
 // FLOPs of one prefill row of `n_tokens` from position 0 with `n_logits` logits rows: 2 x (layer
-// projection parameters) x tokens, plus causal attention (QK^T and PV over each token's visible
+// projection parameters, of expert stacks the top_k experts a token runs) x tokens, plus causal attention (QK^T and PV over each token's visible
 // positions: 4 x n_heads x head_dim x n(n+1)/2 per layer), plus the output head for the logits rows.
 double prefill_flops(const model::ModelSpec& spec, std::int64_t n_tokens, std::int64_t n_logits = 1);
 

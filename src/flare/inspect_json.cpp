@@ -51,6 +51,18 @@ json deployments_json(const package::Package& package, const InspectView& view) 
   return deployments;
 }
 
+json weights_json(const package::Package& package) {
+  const auto s = package_weight_summary(package);
+  if (!s) return nullptr;
+  return {{"parameters", s->n_parameters},
+          {"active_parameters", s->n_active_parameters},
+          {"experts", s->n_experts},
+          {"experts_per_token", s->experts_per_token},
+          {"stored_bytes", s->stored_bytes},
+          {"expert_bytes", s->expert_bytes},
+          {"decode_weight_bytes", s->decode_weight_bytes}};
+}
+
 json summary_json(const package::Package& package, const InspectView& view) {
   const auto& m = package.manifest();
   return {{"verified", view.verified},
@@ -59,6 +71,7 @@ json summary_json(const package::Package& package, const InspectView& view) {
           {"model", {{"id", m.model().canonical_name()},
                      {"served_names", json(std::vector<std::string>(m.model().served_names().begin(), m.model().served_names().end()))},
                      {"architecture", m.model().architecture()}}},
+          {"weights", weights_json(package)},
           {"version", m.version()},
           {"publisher", {{"namespace", m.publisher_namespace()}, {"official_source", m.official_source()},
                          {"license", m.license().empty() ? json(nullptr) : json(m.license())},

@@ -62,6 +62,16 @@ void print_model_sections(const package::Package& package, const InspectView& vi
                        {"version", m.version()},
                        {"target", m.target()},
                        {"verification", view.verification}});
+  if (const auto weights = package_weight_summary(package)) {
+    Fields fields{{"parameters", parameters_text(*weights)},
+                  {"stored", weights->n_experts == 0 ? bytes_text(weights->stored_bytes)
+                                                     : fmt::format("{}, experts {}", bytes_text(weights->stored_bytes),
+                                                                   format_bytes(weights->expert_bytes))},
+                  {"decode reads", fmt::format("{} a token (dense weights{}, output head)",
+                                               format_bytes(weights->decode_weight_bytes),
+                                               weights->n_experts == 0 ? "" : ", the experts it activates")}};
+    out.fields("Weights", fields);
+  }
   out.fields("Publisher", {{"namespace", m.publisher_namespace()},
                            {"source", m.official_source()},
                            {"license", m.license().empty() ? "(none declared)" : m.license()},

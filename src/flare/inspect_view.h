@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/terminal.h"
+#include "model/weight_summary.h"
 #include "package/package.h"
 
 namespace flare::cli {
@@ -27,6 +28,12 @@ std::vector<const proto::Deployment*> selected_deployments(const package::Packag
 bool rank_selected(const proto::Rank& rank, const InspectView& view);
 // Shared payloads (tensor_parallel 0, rank -1) and those of the selected deployment and rank.
 bool payload_selected(const proto::Payload& payload, const InspectView& view);
+
+// Parameters and weight bytes from the package's config.json and tensor views (inspect_weights.cpp);
+// nullopt when the package has no config this build reads.
+std::optional<model::WeightSummary> package_weight_summary(const package::Package& package);
+// "30.5B (3.3B active: 8 of 128 experts a token)", or "8.0B (8,030,261,248)" for a dense model.
+std::string parameters_text(const model::WeightSummary& summary);
 
 void print_inspect_text(const package::Package& package, const InspectView& view, const TerminalInfo& terminal);
 std::string render_inspect_json(const package::Package& package, const InspectView& view);

@@ -1,5 +1,7 @@
 #include "bench/cuda/timing_backend.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 namespace flare::bench::cuda {
@@ -7,7 +9,7 @@ namespace {
 
 using helios::Tensor;
 
-double elems(const Tensor& t) { return double(t.rows) * double(t.cols); }
+double elems(const Tensor& t) { return double(t.n_batch) * double(t.rows) * double(t.cols); }
 double esize(const Tensor& t) { return double(helios::dtype_size_bytes(t.dtype)); }
 double bytes_of(const Tensor& t) { return elems(t) * esize(t); }
 
@@ -177,6 +179,21 @@ void TimingBackend::swiglu(const Tensor& gate_up, Tensor out) {
 void TimingBackend::geglu(const Tensor& gate_up, Tensor out) {
   inner_.geglu(gate_up, out);
   mark("geglu", bytes_of(gate_up) + bytes_of(out), 0);
+}
+
+void TimingBackend::router_topk(const Tensor& logits, const helios::RouterParams& params, Tensor ids, Tensor weights) {
+  inner_.router_topk(logits, params, ids, weights);
+  mark("router", bytes_of(logits) + bytes_of(ids) + bytes_of(weights), 0);
+}
+
+void TimingBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                const helios::MoeExperts& experts, const helios::MoeScratch& scratch, Tensor out) {
+  inner_.moe_experts(x, ids, weights, experts, scratch, out);
+  const double n_experts = double(experts.gate_up.n_batch), k = double(ids.cols), n = double(x.rows);
+  const double touched = n_experts * (1.0 - std::pow(1.0 - k / n_experts, n));
+  const double expert_bytes = (bytes_of(experts.gate_up) + bytes_of(experts.down)) / n_experts;
+  const double flops = 2.0 * n * k * (double(experts.gate_up.rows) + double(experts.down.rows)) * double(x.cols);
+  mark("experts", touched * expert_bytes + bytes_of(x) + bytes_of(out), flops);
 }
 
 void TimingBackend::soft_cap(Tensor x, float cap) {

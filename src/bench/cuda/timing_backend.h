@@ -83,6 +83,12 @@ class TimingBackend final : public helios::Backend {
                  helios::Tensor out) override;
   void swiglu(const helios::Tensor& gate_up, helios::Tensor out) override;
   void geglu(const helios::Tensor& gate_up, helios::Tensor out) override;
+  void router_topk(const helios::Tensor& logits, const helios::RouterParams& params, helios::Tensor ids,
+                   helios::Tensor weights) override;
+  // Counts the bytes of the distinct experts n_tokens uniformly routed tokens are expected to touch,
+  // E (1 - (1 - k/E)^n): the routing itself stays on the device.
+  void moe_experts(const helios::Tensor& x, const helios::Tensor& ids, const helios::Tensor& weights,
+                   const helios::MoeExperts& experts, const helios::MoeScratch& scratch, helios::Tensor out) override;
   void soft_cap(helios::Tensor x, float cap) override;
   void scale(helios::Tensor x, float factor) override;
   void linear_swiglu(const helios::Tensor& x, const helios::Tensor& weight, helios::Tensor gate_up,

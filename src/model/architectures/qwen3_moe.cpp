@@ -1,5 +1,6 @@
 // Qwen3MoeForCausalLM (Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3's attention (q/k head norms) and in
 // every decoder_sparse_step-th layer not listed in mlp_only_layers a router over num_experts experts
+// (num_local_experts in configs transformers 5 writes)
 // of moe_intermediate_size, num_experts_per_tok of them a token, their probabilities renormalized
 // when norm_topk_prob. Other layers keep a dense MLP of intermediate_size.
 #include <algorithm>
@@ -24,11 +25,13 @@ void configure(const ConfigContext& config, ModelSpec& spec) {
     config.reject("use_sliding_window", "Qwen3-MoE sliding-window layers are not supported");
   }
   require_full_attention_layers(config);
-  spec.moe.n_experts = config.get_positive_int("num_experts");
+  // Hub configs name the expert count num_experts; transformers 5 writes num_local_experts.
+  const std::string_view experts_field = config.has("num_experts") ? "num_experts" : "num_local_experts";
+  spec.moe.n_experts = config.get_positive_int(experts_field);
   spec.moe.top_k = config.get_positive_int("num_experts_per_tok");
   spec.moe.expert_intermediate_size = config.get_positive_int("moe_intermediate_size");
   spec.moe.renormalize = config.get_bool("norm_topk_prob", false);
-  moe_check(config, spec, "num_experts", "num_experts_per_tok");
+  moe_check(config, spec, experts_field, "num_experts_per_tok");
   if (config.has("shared_expert_intermediate_size") && config.get_positive_int("shared_expert_intermediate_size") > 0) {
     config.reject("shared_expert_intermediate_size", "shared experts are not supported");
   }

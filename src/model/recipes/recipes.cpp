@@ -98,6 +98,31 @@ std::vector<Recipe> declare_recipes() {
   gemma3.context_ceiling = 32768;
   gemma3.sampling = {1.0f, 0.95f, 64, 0.0f, 1.0f};  // model card: temperature 1, top_k 64, top_p 0.95
   recipes.push_back(gemma3);
+
+  // Mixture of experts. Revisions are not pinned yet: the Hub's commit hashes for these could not
+  // be read here, and the recipe resolves the branch head until they are.
+  Recipe qwen3_moe;
+  qwen3_moe.name = "qwen3-30b-a3b";
+  qwen3_moe.canonical_name = "Qwen3-30B-A3B";
+  qwen3_moe.aliases = {"qwen3-30b-a3b"};
+  qwen3_moe.checkpoint = {CheckpointSource::Kind::hub, "Qwen/Qwen3-30B-A3B", "", ""};
+  qwen3_moe.architectures = {"Qwen3MoeForCausalLM"};
+  qwen3_moe.license = "apache-2.0";
+  qwen3_moe.license_url = "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/LICENSE";
+  qwen3_moe.tensor_parallel_sizes = {1, 2, 4};
+  qwen3_moe.sampling = {0.6f, 0.95f, 20, 0.0f, 1.0f};  // model card, thinking mode
+  recipes.push_back(qwen3_moe);
+
+  Recipe mixtral;
+  mixtral.name = "mixtral-8x7b-instruct";
+  mixtral.canonical_name = "Mixtral-8x7B-Instruct-v0.1";
+  mixtral.aliases = {"mixtral-8x7b-instruct", "mixtral-8x7b"};
+  mixtral.checkpoint = {CheckpointSource::Kind::hub, "mistralai/Mixtral-8x7B-Instruct-v0.1", "", ""};
+  mixtral.architectures = {"MixtralForCausalLM"};
+  mixtral.license = "apache-2.0";
+  mixtral.license_url = "https://www.apache.org/licenses/LICENSE-2.0";
+  mixtral.tensor_parallel_sizes = {1, 2, 4, 8};
+  recipes.push_back(mixtral);
   return recipes;
 }
 

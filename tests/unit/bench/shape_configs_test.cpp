@@ -17,10 +17,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(ShapeConfigs, EmbedsLlamaQwen3AndGemma3) {
+TEST(ShapeConfigs, EmbedsTheDenseAndMixtureOfExpertsShapes) {
   std::vector<std::string> names;
   for (const ShapeConfig& s : embedded_shape_configs()) names.emplace_back(s.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"gemma-3-12b", "llama-3.1-8b", "qwen3-8b"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gemma-3-12b", "llama-3.1-8b", "mixtral-8x7b", "qwen3-30b-a3b",
+                                            "qwen3-8b"}));
+}
+
+TEST(ShapeConfigs, MixtureOfExpertsShapesCountActiveParameters) {
+  const BenchModel qwen = bench_model_resolve("qwen3-30b-a3b");
+  EXPECT_EQ(qwen.spec.architecture, "Qwen3MoeForCausalLM");
+  EXPECT_EQ(qwen.spec.moe.n_experts, 128);
+  EXPECT_EQ(qwen.spec.moe.top_k, 8);
+  EXPECT_NEAR(double(qwen.spec.n_parameters()) / 1e9, 30.5, 0.1);
+  EXPECT_NEAR(double(qwen.spec.n_active_parameters()) / 1e9, 3.3, 0.1);
+  const BenchModel mixtral = bench_model_resolve("mixtral-8x7b");
+  EXPECT_EQ(mixtral.spec.architecture, "MixtralForCausalLM");
+  EXPECT_NEAR(double(mixtral.spec.n_parameters()) / 1e9, 46.7, 0.1);
+  EXPECT_NEAR(double(mixtral.spec.n_active_parameters()) / 1e9, 12.9, 0.1);
 }
 
 TEST(ShapeConfigs, Gemma3ShapeReadsOnlyTheWindowOnSlidingLayers) {
@@ -117,7 +131,7 @@ TEST(ShapeConfigs, PathsResolveToRandomWeightsOrTheCheckpoint) {
     FAIL() << "an unknown shape resolved";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::usage);
-    EXPECT_NE(std::string(e.what()).find("llama-3.1-8b, qwen3-8b"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("llama-3.1-8b, mixtral-8x7b, qwen3-30b-a3b, qwen3-8b"), std::string::npos) << e.what();
   }
 }
 
