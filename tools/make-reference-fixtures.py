@@ -66,7 +66,8 @@ GEMMA3_COMMON = dict(vocab_size=256, rms_norm_eps=1e-6, hidden_activation="gelu_
                      attention_bias=False, attn_logit_softcapping=None)
 # Mixture-of-experts fixtures set their layer count each (dense and expert layers mix).
 MOE_COMMON = {k: v for k, v in COMMON.items() if k != "num_hidden_layers"}
-FAMILY_COMMON = {"Gemma3TextConfig": GEMMA3_COMMON, "Qwen3MoeConfig": MOE_COMMON, "MixtralConfig": MOE_COMMON}
+FAMILY_COMMON = {"Gemma3TextConfig": GEMMA3_COMMON, "Qwen3MoeConfig": MOE_COMMON, "MixtralConfig": MOE_COMMON,
+                 "GptOssConfig": MOE_COMMON}
 FIXTURES = {
     "llama-gqa2-hd64-untied-sharded": ("LlamaConfig", dict(
         hidden_size=128, intermediate_size=192, num_attention_heads=2, num_key_value_heads=1, head_dim=64,
@@ -125,6 +126,16 @@ FIXTURES = {
         hidden_size=64, intermediate_size=96, num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=256, sliding_window=8,
         tie_word_embeddings=False, **rope_kwargs(1000000.0, None)), torch.bfloat16, "200KB"),
+    # gpt-oss: MXFP4 experts written in the Hub's layout (gpt_oss_checkpoint), a swiglu_limit of 1 so that
+    # the clamps bite at these weight scales, a window of 8 on the even layer.
+    "gptoss-e4-top2-mxfp4-window8": ("GptOssConfig", dict(
+        hidden_size=64, intermediate_size=96, num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=256, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"], swiglu_limit=1.0, attention_bias=True,
+        tie_word_embeddings=False, **rope_kwargs(150000.0, {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0,
+                                                           "beta_slow": 1.0, "truncate": False,
+                                                           "original_max_position_embeddings": 64})),
+        torch.bfloat16, None),
 }
 PROMPT_LENGTHS = [7, 13, 21, 1]
 ROUTER_SCALE = 0.5
@@ -151,9 +162,17 @@ def make_model(config_name, kwargs, seed):
                 p.copy_(0.1 * torch.randn_like(p))
             elif name.endswith("embed_tokens.weight"):
                 p.copy_(0.5 * torch.randn_like(p))
-            elif is_router(name, p, config):
+            elif is_router(name, p, config) or name.endswith("router.weight"):
                 p.copy_(ROUTER_SCALE * torch.randn_like(p))
+            elif name.endswith("self_attn.sinks"):
+                p.copy_(torch.randn_like(p))
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
+            if name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
+                # MXFP4 values: what the checkpoint will hold. transformers keeps gpt-oss experts [E, in, out].
+                if p.shape[1] == in_features(name, config):
+                    p.copy_(mxfp4_quantize(p.transpose(1, 2))[2].transpose(1, 2))
+                else:
+                    p.copy_(mxfp4_quantize(p)[2])
     return model
 
 
@@ -211,6 +230,52 @@ def is_moe(config_or_path):
     return bool(cfg.get("num_experts") or cfg.get("num_local_experts"))
 
 
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def mxfp4_quantize(w):
+    """[..., rows, k] float -> (blocks uint8 [..., rows, k/32, 16], scales uint8 [..., rows, k/32], dequantized):
+    per 32 values along k one E8M0 exponent (the smallest putting the block's largest magnitude within 6), each
+    value the nearest E2M1 value, element 2j in the low nibble (the OCP MX layout gpt-oss stores)."""
+    *lead, k = w.shape
+    blocks = w.float().reshape(*lead, k // 32, 32)
+    amax = blocks.abs().amax(-1, keepdim=True).clamp_min(2.0 ** -126)
+    exponent = torch.ceil(torch.log2(amax / 6.0)).clamp(-127, 127)
+    scaled = blocks / torch.exp2(exponent)
+    nibbles = (scaled[..., None] - E2M1.to(w.device)).abs().argmin(-1).to(torch.uint8)  # [..., k/32, 32]
+    dequantized = (E2M1.to(w.device)[nibbles.long()] * torch.exp2(exponent)).reshape(*lead, k)
+    packed = (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).to(torch.uint8)  # [..., k/32, 16]
+    return packed, (exponent[..., 0] + 127).to(torch.uint8), dequantized
+
+
+def in_features(name, config):
+    """The input width of an expert stack: hidden for gate_up, intermediate for down."""
+    return config.hidden_size if name.endswith("gate_up_proj") else config.intermediate_size
+
+
+def gpt_oss_checkpoint(path, model):
+    """Rewrites a saved gpt-oss model into the Hub's layout: every layer's experts MXFP4 (gate_up_proj_blocks
+    [E, 2I, H/32, 16] and _scales [E, 2I, H/32] with gate and up rows interleaved as transformers keeps them,
+    down_proj_blocks [E, H, I/32, 16]), biases BF16, and quant_method mxfp4 in config.json."""
+    from safetensors.torch import load_file
+    f = os.path.join(path, "model.safetensors")
+    tensors, out = load_file(f), {}
+    for name, t in tensors.items():
+        if name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
+            rows_major = t.float().transpose(1, 2) if t.shape[1] == in_features(name, model.config) else t.float()
+            blocks, scales, _ = mxfp4_quantize(rows_major)  # [E, out, in]: a row per output
+            out[name + "_blocks"] = blocks.contiguous()
+            out[name + "_scales"] = scales.contiguous()
+        else:
+            out[name] = t
+    save_file(out, f, metadata={"format": "pt"})
+    cfg_path = os.path.join(path, "config.json")
+    cfg = json.load(open(cfg_path))
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    json.dump(cfg, open(cfg_path, "w"), indent=2)
+
+
 def load_fp32(path):
     # Experts run as transformers' eager per-expert loop: its batched and grouped kernels round differently.
     extra = {"experts_implementation": "eager"} if is_moe(path) else {}
@@ -247,6 +312,14 @@ def build_fixture(root, name, spec, seed):
     path = os.path.join(root, name)
     model = make_model(config_name, kwargs, seed)
     model.to(dtype).save_pretrained(path, safe_serialization=True, **({"max_shard_size": shard} if shard else {}))
+    reference_path = path
+    if config_name == "GptOssConfig":
+        # The reference runs on transformers' own BF16 copy of the MXFP4 values (its MXFP4 loader needs
+        # kernels this machine may lack); the fixture keeps the Hub's MXFP4 layout.
+        reference_path = path + ".bf16"
+        shutil.rmtree(reference_path, ignore_errors=True)
+        shutil.copytree(path, reference_path)
+        gpt_oss_checkpoint(path, model)
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(path, extra)):
             os.remove(os.path.join(path, extra))
@@ -263,7 +336,9 @@ def build_fixture(root, name, spec, seed):
         if saved.keys() != loaded.keys() or any(not torch.equal(saved[k], loaded[k]) for k in saved):
             raise RuntimeError("the Hub-layout checkpoint loads as another model")
         print(f"{name}: the Hub-layout checkpoint loads back parameter for parameter", flush=True)
-    ref = reference(path, prompts)
+    ref = reference(reference_path, prompts)
+    if reference_path != path:
+        shutil.rmtree(reference_path)
     save_file(ref, os.path.join(path, "reference.safetensors"), metadata={
         "command": "python3 tools/make-reference-fixtures.py --out OUT",
         "torch": torch.__version__, "transformers": transformers.__version__, "device": DEVICE,

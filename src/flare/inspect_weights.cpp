@@ -33,7 +33,7 @@ std::optional<model::WeightSummary> package_weight_summary(const package::Packag
 
 std::string parameters_text(const model::WeightSummary& s) {
   const auto billions = [](std::int64_t n) {
-    return n >= 1'000'000'000 ? fmt::format("{:.1f}B", double(n) / 1e9) : fmt::format("{:.1f}M", double(n) / 1e6);
+    return n >= 1'000'000'000 ? fmt::format("{:.3g}B", double(n) / 1e9) : fmt::format("{:.3g}M", double(n) / 1e6);
   };
   if (s.n_experts == 0) return fmt::format("{} ({})", billions(s.n_parameters), format_count(std::uint64_t(s.n_parameters)));
   return fmt::format("{} ({} active: {} of {} experts a token)", billions(s.n_parameters), billions(s.n_active_parameters),

@@ -61,10 +61,12 @@ struct Tensor {
 };
 
 // How a weight's stored values stand for real ones (none: the values are the weight, BF16 or F32).
+// MXFP4 [n, k] (an expert stack's matrices): values u8 [n, k / 2], two E2M1 values a byte (element
+// 2j in the low nibble), scales u8 [n, k / 32], one E8M0 exponent per 32 values along k: element
+// (i, j) stands for e2m1(i, j) * 2^(scales[i][j / 32] - 127) (OCP microscaling).
 // FP8 E4M3 [n, k]: element (i, j) stands for e4m3(i, j) * scales[i / block_rows][j / block_cols],
 // scales f32 [ceil(n / block_rows), ceil(k / block_cols)]; a per-tensor scale is one block of the
-// whole matrix, per-channel scales a block per row. MXFP4 (blocks of 32 along k with E8M0 scales)
-// is the next format; no backend takes it yet.
+// whole matrix, per-channel scales a block per row.
 struct QuantizedWeight {
   enum class Format : std::uint8_t { none, fp8_e4m3, mxfp4 };
   Format format = Format::none;
@@ -126,6 +128,9 @@ struct AttentionParams {
   std::int32_t head_dim = 0;
   float scale = 1.0f;                // softmax scale, usually 1/sqrt(head_dim)
   std::int32_t sliding_window = 0;   // 0: full causal; W: a token sees the last W positions
+  // [1, n_heads] f32: one learned logit per head that joins every softmax's denominator and
+  // attends to nothing (gpt-oss's attention sinks); empty: none.
+  Tensor sinks;
 };
 
 // Mixture-of-experts routing (router_topk): per token, a softmax over its router logits, the
@@ -139,15 +144,21 @@ struct RouterParams {
 
 // The gated activation between an MLP's gate_up and down projections.
 enum class GatedActivation : std::uint8_t {
-  silu,       // silu(gate) * up (SwiGLU)
-  gelu_tanh,  // gelu_tanh(gate) * up (GeGLU)
+  silu,         // silu(gate) * up (SwiGLU)
+  gelu_tanh,    // gelu_tanh(gate) * up (GeGLU)
+  clamped_silu, // gpt-oss: g = min(gate, L), u = clamp(up, -L, L), (u + 1) * g * sigmoid(alpha * g)
 };
 
-// One mixture-of-experts MLP's expert stacks.
+// One mixture-of-experts MLP's expert stacks: BF16, or MXFP4 where the quant says so (values u8
+// stacks of half the columns, scales u8 stacks of a 32nd of them).
 struct MoeExperts {
   Tensor gate_up;  // [n_experts][2 * inter, hidden] bf16: each expert's gate rows, then its up rows
   Tensor down;     // [n_experts][hidden, inter] bf16
+  QuantizedWeight gate_up_quant, down_quant;
+  Tensor gate_up_bias;  // [n_experts][1, 2 * inter] f32, or empty
+  Tensor down_bias;     // [n_experts][1, hidden] f32, or empty
   GatedActivation activation = GatedActivation::silu;
+  float clamp_limit = 7.0f, clamp_alpha = 1.702f;  // clamped_silu
 };
 
 // Scratch rows of one moe_experts call, one per (token, slot) pair, [n_tokens * top_k, ...] of the
@@ -296,7 +307,8 @@ class Backend {
   virtual void router_topk(const Tensor& logits, const RouterParams& params, Tensor ids, Tensor weights);
   // out[t] = sum_j weights[t, j] * down[e] @ act(gate_up[e] @ x[t]), e = ids[t, j], for j < top_k
   // (ids.cols): x [n_tokens, hidden] activations, ids and weights as router_topk writes them, out
-  // like x. Each expert's products have linear's numerics and the activation swiglu's (rounded to
+  // like x (biases, where given, added to each expert's products). Each expert's products have
+  // linear's numerics and the activation swiglu's (rounded to
   // the activation dtype); the weighted sum over the top_k slots is F32, rounded once. Only the
   // experts some token chose are read; a step's launch shapes never depend on the routing (graphs).
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,

@@ -12,6 +12,7 @@ std::string_view dtype_name(DType dtype) {
     case DType::f16: return "f16";
     case DType::f8_e4m3: return "f8_e4m3";
     case DType::i32: return "i32";
+    case DType::u8: return "u8";
   }
   return "?";
 }

@@ -9,7 +9,8 @@
 
 namespace flare::helios {
 
-enum class DType : std::uint8_t { f32, bf16, f16, f8_e4m3, i32 };
+// u8: raw bytes (MXFP4 values two a byte, E8M0 scales).
+enum class DType : std::uint8_t { f32, bf16, f16, f8_e4m3, i32, u8 };
 
 constexpr std::size_t dtype_size_bytes(DType dtype) {
   switch (dtype) {
@@ -18,6 +19,7 @@ constexpr std::size_t dtype_size_bytes(DType dtype) {
     case DType::f16: return 2;
     case DType::f8_e4m3: return 1;
     case DType::i32: return 4;
+    case DType::u8: return 1;
   }
   return 0;
 }

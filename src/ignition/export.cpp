@@ -58,6 +58,7 @@ std::string dtype_text(helios::DType dtype) {
     case helios::DType::bf16: return "BF16";
     case helios::DType::f8_e4m3: return "F8_E4M3";
     case helios::DType::i32: return "I32";
+    case helios::DType::u8: return "U8";
     default: return "F32";
   }
 }

@@ -75,6 +75,7 @@ AttentionWeights attention_weights(const LoadedWeights& weights, const std::stri
   w.o_bias = weights.tensor_or_empty(t + "o_bias");
   w.q_norm = weights.tensor_or_empty(t + "q_norm");
   w.k_norm = weights.tensor_or_empty(t + "k_norm");
+  w.sinks = weights.tensor_or_empty(t + "sinks");
   return w;
 }
 
@@ -95,6 +96,7 @@ void attention_core(helios::Backend& backend, const ModelSpec& spec, std::int32_
   params.head_dim = spec.head_dim;
   params.scale = spec.softmax_scale();
   params.sliding_window = spec.layers[std::size_t(layer)].sliding_window;
+  params.sinks = w.sinks;
   backend.attention(cache, q, params, attn);
 }
 

@@ -42,6 +42,7 @@ void attention_entries(const ModelSpec& spec, const std::string& prefix, const s
 struct AttentionWeights {
   Weight qkv, o;
   helios::Tensor qkv_bias, o_bias, q_norm, k_norm;  // f32, empty where the model has none
+  helios::Tensor sinks;                             // [1, n_heads] f32 (gpt-oss), or empty
 };
 AttentionWeights attention_weights(const LoadedWeights& weights, const std::string& name);
 

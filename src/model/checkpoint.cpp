@@ -1,6 +1,7 @@
 // Checkpoint directory reader (see checkpoint.h).
 #include "model/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -87,6 +88,39 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir, WeightQuantization
   return ckpt;
 }
 
+// `stored` equals `wanted` up to merging leading dimensions: a stack of experts [E, rows, cols]
+// reads as the matrix [E * rows, cols], a stack of biases [E, n] as the vector [E * n].
+bool Checkpoint::shape_matches(const std::vector<std::int64_t>& stored, const std::vector<std::int64_t>& wanted) {
+  if (stored == wanted) return true;
+  if (wanted.empty() || stored.size() <= wanted.size()) return false;
+  const std::size_t merged = stored.size() - wanted.size() + 1;  // stored dims making up wanted[0]
+  std::int64_t leading = 1;
+  for (std::size_t i = 0; i < merged; ++i) leading *= stored[i];
+  return leading == wanted[0] && std::equal(wanted.begin() + 1, wanted.end(), stored.begin() + std::ptrdiff_t(merged));
+}
+
+Mxfp4Matrix Checkpoint::read_mxfp4(const std::string& name, std::int64_t rows, std::int64_t cols) const {
+  if (cols % 32 != 0) fail(ExitCode::preparation, "checkpoint {}: MXFP4 tensor `{}` has {} columns, not a multiple of 32", dir_.string(), name, cols);
+  Mxfp4Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  for (const bool blocks : {true, false}) {
+    const std::string part = name + (blocks ? "_blocks" : "_scales");
+    auto it = locations_.find(part);
+    if (it == locations_.end()) fail(ExitCode::preparation, "checkpoint {}: MXFP4 tensor `{}` is missing", dir_.string(), part);
+    const package::TensorView view = files_[it->second]->tensor(part);
+    const std::vector<std::int64_t> wanted = blocks ? std::vector<std::int64_t>{rows, cols / 32, 16}
+                                                    : std::vector<std::int64_t>{rows, cols / 32};
+    if (view.info->dtype != package::DType::u8 || !shape_matches(view.info->shape, wanted)) {
+      fail(ExitCode::preparation, "checkpoint {}: MXFP4 tensor `{}` is {} {}, expected U8 {} (leading dimensions may be split)",
+           dir_.string(), part, package::dtype_name(view.info->dtype), shape_text(view.info->shape), shape_text(wanted));
+    }
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(view.bytes.data());
+    (blocks ? m.values : m.scales).assign(bytes, bytes + view.bytes.size());
+  }
+  return m;
+}
+
 std::vector<std::string> Checkpoint::tensor_names() const {
   std::vector<std::string> out;
   for (const auto& [name, file] : locations_) out.push_back(name);
@@ -97,7 +131,7 @@ const package::TensorInfo& Checkpoint::expect(const std::string& name, const std
   auto it = locations_.find(name);
   if (it == locations_.end()) fail(ExitCode::preparation, "checkpoint {}: tensor `{}` is missing", dir_.string(), name);
   const package::TensorInfo* info = files_[it->second]->find(name);
-  if (info->shape != shape) {
+  if (!shape_matches(info->shape, shape)) {
     fail(ExitCode::preparation, "checkpoint {}: tensor `{}` has shape {}, expected {}", dir_.string(), name,
          shape_text(info->shape), shape_text(shape));
   }

@@ -20,6 +20,14 @@
 
 namespace flare::model {
 
+// An MXFP4 matrix as a checkpoint stores it (helios/mxfp4.h): two E2M1 values a byte, one E8M0
+// scale per 32 values of a row.
+struct Mxfp4Matrix {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<std::uint8_t> values;  // [rows, cols / 2]
+  std::vector<std::uint8_t> scales;  // [rows, cols / 32]
+};
+
 class Checkpoint {
  public:
   static Checkpoint open(const std::filesystem::path& dir, WeightQuantization quantization = {});
@@ -37,6 +45,12 @@ class Checkpoint {
   bool is_fp8(const std::string& name) const;
   // An FP8 matrix as stored, with its scales in block form (checked as read_bf16 checks them).
   Fp8Matrix read_fp8(const std::string& name, const std::vector<std::int64_t>& shape) const;
+  // An MXFP4 matrix [rows, cols] as stored: `<name>_blocks` U8 [rows, cols / 32, 16] and
+  // `<name>_scales` U8 [rows, cols / 32] (gpt-oss's layout; leading dimensions may be split, as an
+  // expert stack's [E, rows / E, ...]).
+  Mxfp4Matrix read_mxfp4(const std::string& name, std::int64_t rows, std::int64_t cols) const;
+  // Shapes a read accepts: equal, or equal once the stored shape's leading dimensions are merged.
+  static bool shape_matches(const std::vector<std::int64_t>& stored, const std::vector<std::int64_t>& wanted);
 
  private:
   std::filesystem::path dir_;

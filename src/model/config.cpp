@@ -205,9 +205,12 @@ void quantization_parse(const ConfigContext& c, WeightQuantization& q) {
     if (qc.has("weight_block_size")) block_size_parse(qc, "weight_block_size", q);
   } else if (method == "compressed-tensors") {
     compressed_tensors_parse(qc, q);
+  } else if (method == "mxfp4") {
+    q.mxfp4 = true;  // the architecture checks it has MXFP4 experts to read
+    return;
   } else {
     qc.reject("quant_method", fmt::format("\"{}\" is not supported (fp8, compressed-tensors: FP8 E4M3 weights with "
-                                          "tensor, channel or block scales)",
+                                          "tensor, channel or block scales; mxfp4: gpt-oss experts)",
                                           method));
   }
   q.fp8 = true;

@@ -13,6 +13,7 @@ helios::DType view_dtype(const proto::TensorView& view) {
   if (view.dtype() == "F32") return helios::DType::f32;
   if (view.dtype() == "F8_E4M3") return helios::DType::f8_e4m3;
   if (view.dtype() == "I32") return helios::DType::i32;
+  if (view.dtype() == "U8") return helios::DType::u8;
   fail_input("package weights: tensor '{}' has unsupported dtype '{}'", view.name(), view.dtype());
 }
 

@@ -23,9 +23,40 @@ std::vector<std::byte> to_bytes(const std::vector<T>& values) {
   return bytes;
 }
 
+// Each of n_batch matrices of `rows` rows of `row_bytes` bytes: interleaved row pairs (even, odd)
+// put back as the even rows, then the odd ones.
+template <typename T>
+void deinterleave_rows(std::vector<T>& data, std::int64_t n_batch, std::int64_t rows, std::int64_t row_elements) {
+  if (rows % 2 != 0) fail(ExitCode::preparation, "interleaved rows: {} rows do not pair up", rows);
+  std::vector<T> out(data.size());
+  const auto row_size = std::size_t(row_elements);
+  for (std::int64_t b = 0; b < n_batch; ++b) {
+    const std::size_t base = std::size_t(b * rows) * row_size;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t to = (r % 2 == 0 ? 0 : rows / 2) + r / 2;
+      std::copy_n(data.begin() + std::ptrdiff_t(base + std::size_t(r) * row_size), row_size,
+                  out.begin() + std::ptrdiff_t(base + std::size_t(to) * row_size));
+    }
+  }
+  data = std::move(out);
+}
+
 struct GroupBuilder {
   const Checkpoint& ckpt;
   PreparedGroup group;
+
+  // An MXFP4 stack as stored (one source holding every expert), rows deinterleaved where asked.
+  void mxfp4_matrix(const WeightEntry& entry) {
+    if (entry.sources.size() != 1) fail(ExitCode::failure, "internal: MXFP4 entry '{}' has {} sources", entry.name, entry.sources.size());
+    Mxfp4Matrix m = ckpt.read_mxfp4(entry.sources[0].name, entry.rows(), entry.cols);
+    if (entry.transform == WeightTransform::deinterleave_rows) {
+      const std::int64_t rows = entry.rows() / entry.n_batch;
+      deinterleave_rows(m.values, entry.n_batch, rows, entry.cols / 2);
+      deinterleave_rows(m.scales, entry.n_batch, rows, entry.cols / 32);
+    }
+    group.tensors.push_back({entry.name + ".scales", DType::u8, {m.rows, m.cols / 32}, to_bytes(m.scales)});
+    group.tensors.push_back({entry.name, DType::u8, {m.rows, m.cols / 2}, to_bytes(m.values)});
+  }
 
   // A matrix from its row-stacked parts: FP8 as stored (with its scales) when every part is FP8 and
   // their scales stack (fp8_stack), else BF16.
@@ -59,7 +90,8 @@ struct GroupBuilder {
     group.tensors.push_back({std::move(name), DType::f8_e4m3, {m.rows, m.cols}, std::move(values)});
   }
 
-  void vector(std::string name, const std::vector<WeightSource>& sources, WeightTransform transform) {
+  void vector(std::string name, const std::vector<WeightSource>& sources, WeightTransform transform,
+              std::int32_t n_batch) {
     std::vector<float> data;
     for (const WeightSource& source : sources) {
       const auto part = ckpt.read_f32(source.name, {source.rows});
@@ -68,6 +100,7 @@ struct GroupBuilder {
     if (transform == WeightTransform::plus_one) {
       for (float& value : data) value = 1.0f + value;
     }
+    if (transform == WeightTransform::deinterleave_rows) deinterleave_rows(data, n_batch, std::int64_t(data.size()) / n_batch, 1);
     const auto n = static_cast<std::int64_t>(data.size());
     group.tensors.push_back({std::move(name), DType::f32, {n}, to_bytes(data)});
   }
@@ -83,7 +116,9 @@ void prepare_weights(const ModelSpec& spec, const std::filesystem::path& checkpo
     GroupBuilder b{ckpt, {group.payload_name, {}}};
     for (const WeightEntry& entry : group.entries) {
       if (entry.kind == WeightKind::vector) {
-        b.vector(entry.name, entry.sources, entry.transform);
+        b.vector(entry.name, entry.sources, entry.transform, entry.n_batch);
+      } else if (entry.mxfp4) {
+        b.mxfp4_matrix(entry);
       } else {
         b.matrix(entry.name, entry.sources, entry.cols);
       }
@@ -165,6 +200,16 @@ struct RuntimeLoader {
                  n_elements * helios::dtype_size_bytes(dtype));
   }
 
+  // An MXFP4 stack: values U8 [rows, cols / 2] and scales U8 [rows, cols / 32], both as stacks.
+  helios::Tensor mxfp4_stack(const WeightEntry& entry, helios::QuantizedWeight& quant) {
+    const std::int64_t rows = entry.rows();
+    quant.format = helios::QuantizedWeight::Format::mxfp4;
+    quant.block_rows = 1;
+    quant.block_cols = 32;
+    quant.scales = as_stack(load(entry.name + ".scales", DType::u8, {rows, entry.cols / 32}), entry.n_batch);
+    return as_stack(load(entry.name, DType::u8, {rows, entry.cols / 2}), entry.n_batch);
+  }
+
   helios::Tensor load(const std::string& name, DType dtype, std::vector<std::int64_t> shape) {
     PreparedTensorRef ref;
     if (!lookup(name, ref)) fail_input("package weights: tensor '{}' is missing", name);
@@ -187,6 +232,17 @@ helios::Tensor as_stack(helios::Tensor matrix, std::int32_t n_batch) {
   return matrix;
 }
 
+helios::Tensor vector_stack(helios::Tensor vector, std::int32_t n_batch) {
+  if (n_batch <= 1) return vector;
+  if (vector.rows != 1 || vector.cols % n_batch != 0)
+    fail_input("package weights: a stack of {} vectors cannot have {} values", n_batch, vector.rows * vector.cols);
+  vector.cols /= n_batch;
+  vector.stride = vector.cols;
+  vector.n_batch = n_batch;
+  vector.batch_stride = vector.cols;
+  return vector;
+}
+
 LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend) {
   LoadedWeights weights;
   RuntimeLoader loader{lookup, backend, weights};
@@ -196,6 +252,10 @@ LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup&
       Weight weight;
       switch (entry.kind) {
         case WeightKind::projection:
+          if (entry.mxfp4) {
+            weight.values = loader.mxfp4_stack(entry, weight.quant);
+            break;
+          }
           weight.values = loader.matrix(entry.name, entry.rows(), entry.cols, weight.quant, entry.n_batch == 1);
           weight.values = as_stack(weight.values, entry.n_batch);
           break;
@@ -203,7 +263,7 @@ LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup&
           weight.values = loader.load(entry.name, DType::bf16, {entry.rows(), entry.cols});
           break;
         case WeightKind::vector:
-          weight.values = loader.load(entry.name, DType::f32, {entry.rows()});
+          weight.values = vector_stack(loader.load(entry.name, DType::f32, {entry.rows()}), entry.n_batch);
           break;
       }
       weights.add(entry.name, weight);

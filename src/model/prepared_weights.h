@@ -55,6 +55,9 @@ using PreparedLookup = std::function<bool(const std::string& name, PreparedTenso
 // A matrix of n_batch stacked equal matrices as the stack [n_batch][rows / n_batch, cols] (itself for 1).
 helios::Tensor as_stack(helios::Tensor matrix, std::int32_t n_batch);
 
+// A vector of n_batch stacked equal vectors as the stack [n_batch][1, cols / n_batch].
+helios::Tensor vector_stack(helios::Tensor vector, std::int32_t n_batch);
+
 LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup& lookup, helios::Backend& backend);
 
 }  // namespace flare::model

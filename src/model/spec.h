@@ -38,9 +38,12 @@ struct RopeSpec {
 // Preparation dequantizes them to BF16, exactly (an E4M3 value times a power-of-two scale is a
 // BF16 value; other scales round once), so the runtime computes with BF16 weights and BF16 or F32
 // activations where the reference implementations also quantize activations to FP8.
+// quant_method "mxfp4" (gpt-oss): the experts are MXFP4 blocks (helios/mxfp4.h), everything else
+// BF16; the package keeps the experts MXFP4.
 struct WeightQuantization {
   enum class Scales : std::uint8_t { tensor, channel, block };
   bool fp8 = false;
+  bool mxfp4 = false;
   Scales scales = Scales::tensor;
   std::int32_t block_rows = 0, block_cols = 0;  // Scales::block
   std::string scale_suffix = "_scale_inv";     // appended to the weight's name
@@ -66,6 +69,9 @@ struct MoeSpec {
   std::int32_t top_k = 0;
   std::int32_t expert_intermediate_size = 0;
   bool renormalize = true;  // the chosen experts' probabilities divided by their sum (norm_topk_prob)
+  // gpt-oss's experts: gate = min(gate, limit), up = clamp(up, -limit, limit), (up + 1) * gate *
+  // sigmoid(1.702 gate) in place of silu(gate) * up; 0: plain SwiGLU.
+  float swiglu_limit = 0.0f;
 };
 
 struct ModelSpec {

@@ -44,7 +44,8 @@ std::uint64_t WeightTable::prepared_bytes() const {
   std::uint64_t bytes = 0;
   for (const WeightGroup& group : groups) {
     for (const WeightEntry& entry : group.entries) {
-      bytes += std::uint64_t(entry.n_elements()) * (entry.kind == WeightKind::vector ? 4 : 2);
+      const auto n = std::uint64_t(entry.n_elements());
+      bytes += entry.mxfp4 ? n / 2 + n / 32 : n * (entry.kind == WeightKind::vector ? 4 : 2);
     }
   }
   return bytes;

@@ -30,6 +30,9 @@ enum class WeightKind : std::uint8_t {
 enum class WeightTransform : std::uint8_t {
   none,
   plus_one,  // stores 1 + w: Gemma's RMSNorm scales by (1 + weight)
+  // Rows (of each matrix of a stack) stored as interleaved pairs, gate and up alternating (gpt-oss),
+  // put back as all the even rows, then all the odd ones.
+  deinterleave_rows,
 };
 
 // How a tensor-parallel plan would cut the tensor: replicated, split by output rows (column
@@ -53,6 +56,9 @@ struct WeightEntry {
   // A stack of this many equal matrices (a mixture-of-experts layer's experts): the sources stack
   // each matrix's parts in turn, and the runtime sees [n_batch][rows() / n_batch, cols].
   std::int32_t n_batch = 1;
+  // A projection the checkpoint stores as MXFP4 (`<source>_blocks`, `<source>_scales`) and the
+  // package keeps so: values U8 [rows, cols / 2] and "<name>.scales" U8 [rows, cols / 32].
+  bool mxfp4 = false;
 
   std::int64_t rows() const;
   std::int64_t n_elements() const { return rows() * (kind == WeightKind::vector ? 1 : cols); }

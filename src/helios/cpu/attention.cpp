@@ -195,6 +195,16 @@ void cpu_attention(ThreadPool& pool, const StepContext& ctx, const KvCache& cach
       for (std::int64_t t = t0; t < t1; ++t) {
         const std::size_t i = std::size_t(t - t0);
         float* dst = static_cast<float*>(out.data) + t * out.stride + std::int64_t(h) * d;
+        if (!p.sinks.empty()) {  // the sink joins the denominator (under the larger maximum) and adds no value
+          const float sink = static_cast<const float*>(p.sinks.data)[h];
+          if (sink > max_score[i]) {
+            const float correction = std::exp(max_score[i] - sink);
+            denominator[i] *= correction;
+            for (std::size_t c = 0; c < n_d; ++c) acc[i * n_d + c] *= correction;
+            max_score[i] = sink;
+          }
+          denominator[i] += std::exp(sink - max_score[i]);
+        }
         const float inv = float(1.0 / denominator[i]);
         for (std::int32_t c = 0; c < d; ++c) dst[c] = acc[i * n_d + std::size_t(c)] * inv;
       }

@@ -1,7 +1,9 @@
 // The CPU backend's mixture of experts (see backend.h, router_topk and moe_experts): the reference the
 // CUDA kernels are checked against. The (token, slot) pairs are grouped by expert, each expert's
 // pairs gathered into consecutive scratch rows and multiplied as one GEMM per projection, so an
-// expert's weights are read once per step however many tokens chose it.
+// expert's weights are read once per step however many tokens chose it. MXFP4 experts are decoded
+// to BF16 (exactly: an E2M1 value times a power of two is a BF16 value) just before their GEMM.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "helios/cpu/activation.h"
 #include "helios/cpu/cpu_backend.h"
 #include "helios/cpu/gemm.h"
+#include "helios/mxfp4.h"
 
 namespace flare::helios::cpu {
 namespace {
@@ -39,6 +42,56 @@ void gemm_rows(ThreadPool& pool, const Tensor& x, std::int64_t first, std::int64
   args.n = w.rows;
   args.k = w.cols;
   gemm_bf16(pool, args);
+}
+
+// Expert e of a stack as a BF16 matrix: the stack's own rows, or its MXFP4 rows decoded into `decoded`.
+Tensor expert_matrix(const Tensor& stack, const QuantizedWeight& quant, std::int64_t e, std::vector<std::uint16_t>& decoded) {
+  if (quant.format != QuantizedWeight::Format::mxfp4) return stack.batch(e);
+  const Tensor values = stack.batch(e), scales = quant.scales.batch(e);
+  const std::int64_t cols = values.cols * 2;
+  decoded.resize(std::size_t(values.rows * cols));
+  std::vector<float> row_values(static_cast<std::size_t>(cols));
+  for (std::int64_t r = 0; r < values.rows; ++r) {
+    mxfp4_decode_row(row<const std::uint8_t>(values, r), row<const std::uint8_t>(scales, r), cols, row_values.data());
+    for (std::int64_t c = 0; c < cols; ++c) decoded[std::size_t(r * cols + c)] = f32_to_bf16(row_values[std::size_t(c)]);
+  }
+  return Tensor{decoded.data(), DType::bf16, values.rows, cols, cols};
+}
+
+// The stack's dtype and shape per matrix, [rows, cols] as the product sees it.
+void expect_stack(const Tensor& stack, const QuantizedWeight& quant, std::int64_t n_experts, std::int64_t rows,
+                  std::int64_t cols, const char* what) {
+  const bool mxfp4 = quant.format == QuantizedWeight::Format::mxfp4;
+  const bool ok = mxfp4 ? stack.dtype == DType::u8 && stack.cols * 2 == cols && quant.scales.dtype == DType::u8 &&
+                              quant.scales.n_batch == n_experts && quant.scales.rows == rows &&
+                              quant.scales.cols * k_mxfp4_block == cols && cols % k_mxfp4_block == 0
+                        : stack.dtype == DType::bf16 && stack.cols == cols && quant.format == QuantizedWeight::Format::none;
+  if (!ok || stack.n_batch != n_experts || stack.rows != rows) {
+    fail(ExitCode::failure, "internal: cpu moe {} is {} [{}][{}, {}], expected [{}][{}, {}]{}", what,
+         dtype_name(stack.dtype), stack.n_batch, stack.rows, stack.cols, n_experts, rows, cols, mxfp4 ? " (mxfp4)" : "");
+  }
+}
+
+float activate(const MoeExperts& experts, float g, float u) {
+  switch (experts.activation) {
+    case GatedActivation::silu: return silu(g) * u;
+    case GatedActivation::gelu_tanh: return gelu_tanh(g) * u;
+    case GatedActivation::clamped_silu: {
+      g = std::min(g, experts.clamp_limit);
+      u = std::clamp(u, -experts.clamp_limit, experts.clamp_limit);
+      return (u + 1.0f) * g / (1.0f + std::exp(-experts.clamp_alpha * g));
+    }
+  }
+  return 0.0f;
+}
+
+// rows [first, first + n) of out += bias (f32 [1, cols]).
+void add_bias(const Tensor& out, std::int64_t first, std::int64_t n, const Tensor& bias) {
+  const float* b = static_cast<const float*>(bias.data);
+  for (std::int64_t r = first; r < first + n; ++r) {
+    float* dst = row<float>(out, r);
+    for (std::int64_t c = 0; c < out.cols; ++c) dst[c] += b[c];
+  }
 }
 
 }  // namespace
@@ -83,17 +136,15 @@ void CpuBackend::router_topk(const Tensor& logits, const RouterParams& params, T
 void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                              const MoeScratch& scratch, Tensor out) {
   const std::int64_t n = x.rows, k = ids.cols, hidden = x.cols, n_experts = experts.gate_up.n_batch;
-  const std::int64_t inter = experts.down.cols;
+  const std::int64_t inter = experts.gate_up.rows / 2;
   expect(x, DType::f32, n, hidden, "moe input");
   expect(ids, DType::i32, n, k, "moe ids");
   expect(weights, DType::f32, n, k, "moe weights");
   expect(out, DType::f32, n, hidden, "moe output");
-  if (experts.gate_up.dtype != DType::bf16 || experts.down.dtype != DType::bf16 || experts.down.n_batch != n_experts ||
-      experts.gate_up.rows != 2 * inter || experts.gate_up.cols != hidden || experts.down.rows != hidden) {
-    fail(ExitCode::failure, "internal: cpu moe experts [{}][{}, {}] and [{}][{}, {}] for hidden {}",
-         experts.gate_up.n_batch, experts.gate_up.rows, experts.gate_up.cols, experts.down.n_batch, experts.down.rows,
-         experts.down.cols, hidden);
-  }
+  expect_stack(experts.gate_up, experts.gate_up_quant, n_experts, 2 * inter, hidden, "gate_up experts");
+  expect_stack(experts.down, experts.down_quant, n_experts, hidden, inter, "down experts");
+  if (!experts.gate_up_bias.empty()) expect(experts.gate_up_bias.batch(0), DType::f32, 1, 2 * inter, "gate_up bias");
+  if (!experts.down_bias.empty()) expect(experts.down_bias.batch(0), DType::f32, 1, hidden, "down bias");
   expect(scratch.gate_up, DType::f32, n * k, 2 * inter, "moe gate_up scratch");
   expect(scratch.act, DType::f32, n * k, inter, "moe act scratch");
   expect(scratch.expert_out, DType::f32, n * k, hidden, "moe expert_out scratch");
@@ -124,24 +175,28 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
       std::copy(src, src + hidden, row<float>(scratch.expert_out, r));
     }
   });
+  std::vector<std::uint16_t> decoded;  // an MXFP4 expert's matrix as BF16
   for (std::int64_t e = 0; e < n_experts; ++e) {
     const std::int64_t begin = first[std::size_t(e)], count = first[std::size_t(e) + 1] - begin;
     if (count == 0) continue;
-    gemm_rows(pool_, scratch.expert_out, begin, count, experts.gate_up.batch(e), scratch.gate_up);
+    gemm_rows(pool_, scratch.expert_out, begin, count, expert_matrix(experts.gate_up, experts.gate_up_quant, e, decoded),
+              scratch.gate_up);
+    if (!experts.gate_up_bias.empty()) add_bias(scratch.gate_up, begin, count, experts.gate_up_bias.batch(e));
   }
-  const bool gelu = experts.activation == GatedActivation::gelu_tanh;
   pool_.parallel_for(n * k, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       const float* g = row<const float>(scratch.gate_up, r);
       const float* u = g + inter;
       float* a = row<float>(scratch.act, r);
-      for (std::int64_t c = 0; c < inter; ++c) a[c] = (gelu ? gelu_tanh(g[c]) : silu(g[c])) * u[c];
+      for (std::int64_t c = 0; c < inter; ++c) a[c] = activate(experts, g[c], u[c]);
     }
   });
   for (std::int64_t e = 0; e < n_experts; ++e) {
     const std::int64_t begin = first[std::size_t(e)], count = first[std::size_t(e) + 1] - begin;
     if (count == 0) continue;
-    gemm_rows(pool_, scratch.act, begin, count, experts.down.batch(e), scratch.expert_out);
+    gemm_rows(pool_, scratch.act, begin, count, expert_matrix(experts.down, experts.down_quant, e, decoded),
+              scratch.expert_out);
+    if (!experts.down_bias.empty()) add_bias(scratch.expert_out, begin, count, experts.down_bias.batch(e));
   }
   // Combine, slot by slot in the router's order, in F32.
   pool_.parallel_for(n, [&](std::int64_t b, std::int64_t e) {

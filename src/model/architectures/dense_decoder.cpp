@@ -181,6 +181,7 @@ std::unique_ptr<helios::StepProgram> dense_program(const ModelSpec& spec, helios
 
 void dense_check(const ConfigContext& config, const ModelSpec& spec) {
   if (spec.activation != Activation::silu) config.reject("hidden_act", "the dense decoder's MLP is SwiGLU (silu)");
+  if (spec.quantization.mxfp4) config.reject("quantization_config", "MXFP4 weights are read for gpt-oss experts only");
 }
 
 }  // namespace flare::model

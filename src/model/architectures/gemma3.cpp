@@ -43,6 +43,7 @@ void configure(const ConfigContext& config, ModelSpec& spec) {
     config.reject("hidden_activation", "Gemma 3's MLP is GeGLU (gelu_pytorch_tanh)");
   }
   if (config.get_bool("attention_bias", false)) config.reject("attention_bias", "Gemma 3 attention biases are not supported");
+  if (spec.quantization.mxfp4) config.reject("quantization_config", "MXFP4 weights are read for gpt-oss experts only");
   if (config.has("attn_logit_softcapping")) config.reject("attn_logit_softcapping", "attention soft-capping is not supported");
   if (config.get_bool("use_bidirectional_attention", false)) {
     config.reject("use_bidirectional_attention", "bidirectional attention is not supported");

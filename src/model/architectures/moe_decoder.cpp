@@ -6,7 +6,8 @@
 //   x += moe; h = next norm(x)
 // and the final norm, the rows whose logits are wanted, lm_head -> F32 logits. Router logits are
 // F32 (transformers takes the softmax in float32); the experts run as one backend operation that
-// reads only the experts some token chose.
+// reads only the experts some token chose. gpt-oss adds what its weight table holds: attention
+// sinks, a router bias, expert biases, MXFP4 experts and the clamped SwiGLU (MoeSpec::swiglu_limit).
 #include "model/architectures/moe_decoder.h"
 
 #include <fmt/format.h>
@@ -27,6 +28,7 @@ struct MoeLayer {
   AttentionWeights attention;
   Weight gate_up, down;                  // dense layers
   Weight router;                         // experts layers: [n_experts, hidden]
+  Tensor router_bias;                    // [1, n_experts] f32, or empty
   helios::MoeExperts experts;            // experts layers
 };
 
@@ -53,9 +55,18 @@ class MoeDecoder final : public helios::StepProgram {
       w.post_norm = weights.at(t + "post_norm").values;
       if (spec.layers[std::size_t(layer)].experts) {
         w.router = weights.at(t + "router");
-        w.experts.gate_up = weights.at(t + "experts.gate_up").values;
-        w.experts.down = weights.at(t + "experts.down").values;
-        w.experts.activation = helios::GatedActivation::silu;
+        w.router_bias = weights.tensor_or_empty(t + "router_bias");
+        const Weight& gate_up = weights.at(t + "experts.gate_up");
+        const Weight& down = weights.at(t + "experts.down");
+        w.experts.gate_up = gate_up.values;
+        w.experts.gate_up_quant = gate_up.quant;
+        w.experts.down = down.values;
+        w.experts.down_quant = down.quant;
+        w.experts.gate_up_bias = weights.tensor_or_empty(t + "experts.gate_up_bias");
+        w.experts.down_bias = weights.tensor_or_empty(t + "experts.down_bias");
+        w.experts.activation =
+            spec.moe.swiglu_limit > 0 ? helios::GatedActivation::clamped_silu : helios::GatedActivation::silu;
+        w.experts.clamp_limit = spec.moe.swiglu_limit;
       } else {
         w.gate_up = weights.at(t + "gate_up");
         w.down = weights.at(t + "down");
@@ -156,7 +167,7 @@ class MoeDecoder final : public helios::StepProgram {
     const std::int64_t k = spec_.moe.top_k;
     const Tensor logits = arena.view(router_logits_, n), ids = arena.view(expert_ids_, n),
                  weights = arena.view(expert_weights_, n);
-    project(backend_, h, w.router, nullptr, logits);
+    project(backend_, h, w.router, w.router_bias.empty() ? nullptr : &w.router_bias, logits);
     backend_.router_topk(logits, {spec_.moe.top_k, spec_.moe.renormalize}, ids, weights);
     const helios::MoeScratch scratch{pair_rows(arena.view(pair_gate_up_, n), k), pair_rows(arena.view(pair_act_, n), k),
                                      pair_rows(arena.view(pair_out_, n), k)};
@@ -254,6 +265,9 @@ std::unique_ptr<helios::StepProgram> moe_program(const ModelSpec& spec, helios::
 void moe_check(const ConfigContext& config, const ModelSpec& spec, std::string_view experts_field,
                std::string_view top_k_field) {
   if (spec.activation != Activation::silu) config.reject("hidden_act", "the experts' MLP is SwiGLU (silu)");
+  if (spec.quantization.mxfp4 && spec.moe.swiglu_limit == 0) {
+    config.reject("quantization_config", "MXFP4 weights are read for gpt-oss experts only");
+  }
   if (spec.moe.n_experts < 1) config.reject(experts_field, "must be at least 1");
   if (spec.moe.top_k < 1 || spec.moe.top_k > spec.moe.n_experts) {
     config.reject(top_k_field, fmt::format("must be between 1 and the {} experts", spec.moe.n_experts));

@@ -1,4 +1,4 @@
-// The mixture-of-experts GQA decoder shared by Qwen3-MoE and Mixtral: the dense decoder's attention,
+// The mixture-of-experts GQA decoder shared by Qwen3-MoE, Mixtral and gpt-oss: the dense decoder's attention,
 // and in each layer the spec marks (LayerSpec::experts) a routed MLP of MoeSpec's experts in place
 // of the dense one. Each family file configures the spec, names its checkpoint tensors and builds its
 // registry entry from these parts.

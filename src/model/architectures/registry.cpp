@@ -7,11 +7,13 @@
 
 namespace flare::model {
 
-extern const Architecture k_llama, k_qwen3, k_qwen2, k_mistral, k_gemma3, k_qwen3_moe, k_mixtral;
+extern const Architecture k_llama, k_qwen3, k_qwen2, k_mistral, k_gemma3, k_qwen3_moe, k_mixtral,
+    k_gpt_oss;
 
 namespace {
 
-const std::array k_architectures = {&k_llama, &k_qwen3, &k_qwen2, &k_mistral, &k_gemma3, &k_qwen3_moe, &k_mixtral};
+const std::array k_architectures = {&k_llama, &k_qwen3, &k_qwen2, &k_mistral, &k_gemma3, &k_qwen3_moe, &k_mixtral,
+                                    &k_gpt_oss};
 
 }  // namespace
 
