@@ -126,12 +126,13 @@ FIXTURES = {
         hidden_size=64, intermediate_size=96, num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=256, sliding_window=8,
         tie_word_embeddings=False, **rope_kwargs(1000000.0, None)), torch.bfloat16, "200KB"),
-    # gpt-oss: MXFP4 experts written in the Hub's layout (gpt_oss_checkpoint), a swiglu_limit of 1 so that
-    # the clamps bite at these weight scales, a window of 8 on the even layer.
+    # gpt-oss: MXFP4 experts written in the Hub's layout (gpt_oss_checkpoint), gate/up weights drawn wide
+    # (GPT_OSS_GATE_UP_SCALE) so that the clamps at swiglu_limit bite, a window of 8 on the even layer.
+    # transformers 5.17's GptOssExperts clamps at 7.0 whatever swiglu_limit says, so the fixture keeps 7.
     "gptoss-e4-top2-mxfp4-window8": ("GptOssConfig", dict(
         hidden_size=64, intermediate_size=96, num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=256, sliding_window=8,
-        layer_types=["sliding_attention", "full_attention"], swiglu_limit=1.0, attention_bias=True,
+        layer_types=["sliding_attention", "full_attention"], swiglu_limit=7.0, attention_bias=True,
         tie_word_embeddings=False, **rope_kwargs(150000.0, {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0,
                                                            "beta_slow": 1.0, "truncate": False,
                                                            "original_max_position_embeddings": 64})),
@@ -139,6 +140,7 @@ FIXTURES = {
 }
 PROMPT_LENGTHS = [7, 13, 21, 1]
 ROUTER_SCALE = 0.5
+GPT_OSS_GATE_UP_SCALE = 0.6
 # Experts as Hub checkpoints store them, one tensor per expert and projection, by family:
 # (block prefix in the checkpoint, gate name, up name, down name).
 HUB_EXPERT_NAMES = {"Qwen3MoeConfig": ("mlp.", "gate_proj", "up_proj", "down_proj"),
@@ -166,6 +168,8 @@ def make_model(config_name, kwargs, seed):
                 p.copy_(ROUTER_SCALE * torch.randn_like(p))
             elif name.endswith("self_attn.sinks"):
                 p.copy_(torch.randn_like(p))
+            elif name.endswith("experts.gate_up_proj") and config_name == "GptOssConfig":
+                p.copy_(GPT_OSS_GATE_UP_SCALE * torch.randn_like(p))
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
             if name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
                 # MXFP4 values: what the checkpoint will hold. transformers keeps gpt-oss experts [E, in, out].

@@ -196,5 +196,72 @@ TEST(MixtralConfig, RejectsTopKAboveTheExperts) {
   expect_error(c, "num_local_experts");
 }
 
+
+nlohmann::json gpt_oss_config() {
+  nlohmann::json layer_types = nlohmann::json::array();
+  for (int i = 0; i < 24; ++i) layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+  return {{"architectures", {"GptOssForCausalLM"}}, {"model_type", "gpt_oss"}, {"vocab_size", 201088},
+          {"hidden_size", 2880}, {"intermediate_size", 2880}, {"num_local_experts", 32}, {"num_experts_per_tok", 4},
+          {"num_hidden_layers", 24}, {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"head_dim", 64},
+          {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-5}, {"hidden_act", "silu"},
+          {"attention_bias", true}, {"sliding_window", 128}, {"layer_types", layer_types}, {"swiglu_limit", 7.0},
+          {"rope_theta", 150000},
+          {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                            {"truncate", false}, {"original_max_position_embeddings", 4096}}},
+          {"quantization_config", {{"quant_method", "mxfp4"}}}, {"tie_word_embeddings", false}};
+}
+
+// gpt-oss-20b's published shape: 20.9B parameters, 3.6B active (OpenAI counts active parameters
+// without the embedding table, which n_active_parameters includes, as Qwen's 3.3B for 30B-A3B does).
+TEST(GptOssConfig, Gpt20BShapeHasItsPublishedParameterCountsAndAlternatingWindows) {
+  const ModelSpec spec = parse(gpt_oss_config());
+  EXPECT_NEAR(double(spec.n_parameters()) / 1e9, 20.9, 0.1);
+  EXPECT_NEAR(double(spec.n_active_parameters() - 201088LL * 2880) / 1e9, 3.6, 0.1);
+  EXPECT_EQ(spec.layers[0].sliding_window, 128);
+  EXPECT_EQ(spec.layers[1].sliding_window, 0);
+  EXPECT_TRUE(spec.qkv_bias && spec.o_bias);
+  EXPECT_EQ(spec.moe.swiglu_limit, 7.0f);
+  EXPECT_TRUE(spec.moe.renormalize);
+  EXPECT_EQ(spec.rope.type, RopeType::yarn);
+  EXPECT_FALSE(spec.rope.truncate);
+  const WeightTable table = architecture_of(spec).weight_table(spec);
+  const WeightEntry* gate_up = table.find("layers.3.experts.gate_up");
+  ASSERT_NE(gate_up, nullptr);
+  EXPECT_TRUE(gate_up->mxfp4);
+  EXPECT_EQ(gate_up->transform, WeightTransform::deinterleave_rows);
+  EXPECT_EQ(gate_up->sources.at(0).name, "model.layers.3.mlp.experts.gate_up_proj");
+  EXPECT_EQ(gate_up->rows(), 32 * 2 * 2880);
+  ASSERT_NE(table.find("layers.3.sinks"), nullptr);
+  ASSERT_NE(table.find("layers.3.router_bias"), nullptr);
+  EXPECT_EQ(table.find("layers.3.experts.down_bias")->n_batch, 32);
+  // MXFP4 stacks are 4.25 bits a weight in the package.
+  EXPECT_LT(double(table.prepared_bytes()) / 1e9, 14.0);
+}
+
+TEST(GptOssConfig, RejectsBf16ExpertsAndMxfp4Elsewhere) {
+  nlohmann::json c = gpt_oss_config();
+  c.erase("quantization_config");
+  expect_error(c, "MXFP4 experts");
+  c = gpt_oss_config();
+  c["num_experts_per_tok"] = 33;
+  expect_error(c, "num_experts_per_tok");
+  c = gpt_oss_config();
+  c["layer_types"] = {"sliding_attention"};
+  expect_error(c, "layer_types");
+  nlohmann::json q = qwen3_moe_config();
+  q["quantization_config"] = {{"quant_method", "mxfp4"}};
+  expect_error(q, "gpt-oss experts only");
+}
+
+TEST(GptOssConfig, WithoutLayerTypesEvenLayersSlide) {
+  nlohmann::json c = gpt_oss_config();
+  c.erase("layer_types");
+  c.erase("num_experts_per_tok");
+  c["experts_per_token"] = 4;  // the reference implementation's name
+  const ModelSpec spec = parse(c);
+  EXPECT_EQ(spec.moe.top_k, 4);
+  EXPECT_EQ(spec.layers[2].sliding_window, 128);
+  EXPECT_EQ(spec.layers[3].sliding_window, 0);
+}
 }  // namespace
 }  // namespace flare::model
