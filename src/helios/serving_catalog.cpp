@@ -277,13 +277,13 @@ void serving_catalog_require(const ServingCatalog& run, const std::map<std::stri
   std::string listed;
   for (std::size_t i = 0; i < std::min(missing.size(), k_max_listed_missing); ++i) listed += "\n  " + missing[i];
   if (missing.size() > k_max_listed_missing) listed += fmt::format("\n  and {} more", missing.size() - k_max_listed_missing);
-  std::string cause = "it was exported before packages recorded their kernel catalog";
+  std::string cause = "It was exported before packages recorded their kernel catalog";
   if (recorded) {
     const std::vector<std::string> differences = serving_catalog_differences(*recorded, run);
-    cause = differences.empty() ? "its kernels do not match the catalog it records"
-                                : fmt::format("it was exported for other settings: {}", fmt::join(differences, "; "));
+    cause = differences.empty() ? "Its kernels do not match the catalog it records"
+                                : fmt::format("It was exported for other settings: {}", fmt::join(differences, "; "));
   }
-  fail_usage("{} lacks {} of the {} kernel modules serving needs on this {} GPU:{}\n{}. Export the model again on "
+  fail_usage("{} lacks {} of the {} kernel modules this run needs on this {} GPU:{}\n{}. Export the model again on "
              "this GPU (ignition export) with the settings it runs with; flare run compiles nothing.",
              origin, missing.size(), run.modules.size(), run.platform.arch(), listed, cause);
 }
