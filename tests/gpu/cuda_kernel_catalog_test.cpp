@@ -130,6 +130,9 @@ void warm_up(Model& model, helios::cuda::CudaBackend& backend, helios::KvCache& 
 void warm_up_every_kv_dtype(Model& model, helios::cuda::CudaBackend& backend, const ServingCatalog& catalog) {
   for (const DType kv : catalog.needs.kv_dtypes) {
     helios::KvCache cache = backend.allocate_kv_cache(model.kv_cache_layout(k_pages, k_page_size, kv));
+    // Zero pages, so that decode rows attending to positions no step wrote read finite values.
+    const std::vector<std::byte> zeros(cache.layout.size_bytes());
+    backend.upload(*cache.storage, 0, zeros.data(), zeros.size());
     warm_up(model, backend, cache, catalog);
     model.drop_graphs();
   }

@@ -8,9 +8,11 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "../package/test_package.h"
 #include "common/error.h"
+#include "flare/inspect_view.h"
 #include "flare/package_catalog.h"
 #include "helios/serving_catalog.h"
 #include "package/executables.h"
@@ -82,6 +84,20 @@ TEST_F(PackageCatalog, RoundTripsThroughASignedPackage) {
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(*read, catalog);
   EXPECT_NO_THROW(helios::serving_catalog_require(catalog, package::read_executables(*pkg), "package", &*read));
+}
+
+// `flare inspect --graphs --json` reports the catalog's size from the manifest alone.
+TEST_F(PackageCatalog, InspectShowsItsSize) {
+  const helios::ServingCatalog catalog = small_catalog();
+  const auto pkg = write(helios::serving_catalog_serialize(catalog), images_of(catalog.modules));
+  InspectView view;
+  view.verified = true;
+  view.graphs = true;
+  const nlohmann::json out = nlohmann::json::parse(render_inspect_json(*pkg, view));
+  const nlohmann::json& c = out.at("graphs").at("kernel_catalog");
+  EXPECT_EQ(c.at("kernel_modules"), 3);
+  EXPECT_EQ(c.at("step_graphs"), catalog.graphs.size());
+  EXPECT_EQ(c.at("target"), "sm_90");
 }
 
 TEST_F(PackageCatalog, AbsentForPackagesWithoutOne) {
