@@ -41,7 +41,6 @@ class GpuRuntime {
   std::unique_ptr<helios::Backend> take_backend();
   std::string device_label() const;          // "GPU 0 (NVIDIA H200, sm_90)"
   std::size_t load_kernels();                // loads every catalog module; returns how many
-  std::size_t n_catalog_graphs() const;      // step graphs the catalog lists
   std::int64_t n_compiled() const;           // kernels compiled since load (always 0: no NVRTC)
   std::int64_t n_tuned() const;              // GEMM shapes timed since load (0: the table is frozen)
   std::size_t n_tuned_shapes() const;        // GEMM shapes in the packaged table (fused choices apart)

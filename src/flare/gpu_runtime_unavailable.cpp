@@ -17,7 +17,6 @@ GpuRuntime::~GpuRuntime() = default;
 std::unique_ptr<helios::Backend> GpuRuntime::take_backend() { return nullptr; }
 std::string GpuRuntime::device_label() const { return ""; }
 std::size_t GpuRuntime::load_kernels() { return 0; }
-std::size_t GpuRuntime::n_catalog_graphs() const { return 0; }
 std::int64_t GpuRuntime::n_compiled() const { return 0; }
 std::int64_t GpuRuntime::n_tuned() const { return 0; }
 std::size_t GpuRuntime::n_tuned_shapes() const { return 0; }

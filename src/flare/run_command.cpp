@@ -91,6 +91,21 @@ std::string read_api_key_file(const fs::path& path) {
   return key;
 }
 
+// What a run serves: the package's decode buckets up to the first that holds `concurrency`, its
+// prefill chunk and page size, over BF16 pages (what its kernel catalog is enumerated for).
+model::ServingSettings serving_settings(const proto::Capacities& capacities, std::int64_t page_tokens,
+                                        std::int64_t concurrency) {
+  model::ServingSettings serving;
+  for (auto bucket : capacities.concurrency_buckets()) {
+    if (serving.decode_buckets.empty() || serving.decode_buckets.back() < concurrency)
+      serving.decode_buckets.push_back(static_cast<std::int32_t>(bucket));
+  }
+  serving.prefill_chunk_tokens = static_cast<std::int32_t>(capacities.prefill_chunk_tokens());
+  serving.page_size_tokens = static_cast<std::int32_t>(page_tokens);
+  serving.kv_dtypes = {helios::DType::bf16};
+  return serving;
+}
+
 void print_banner(const TerminalInfo& terminal) {
   if (!terminal.styled) return;
   std::fprintf(stderr, "%s\n", paint(terminal, style::bold, paint(terminal, style::cyan, "  \u2726 flare")).c_str());
@@ -163,18 +178,9 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
                "--max-concurrency",
                concurrency, capacities.max_concurrency());
 
-  // What this run serves: the package's decode buckets up to the first that holds the concurrency,
-  // its prefill chunk, over BF16 pages.
   const model::ModelSpec spec = model::model_spec_parse(manifest.model_config_json(), "package model configuration");
   const std::int64_t page_tokens = manifest.kv_page_tokens() ? manifest.kv_page_tokens() : 16;
-  model::ServingSettings serving;
-  for (auto bucket : capacities.concurrency_buckets()) {
-    if (serving.decode_buckets.empty() || serving.decode_buckets.back() < concurrency)
-      serving.decode_buckets.push_back(static_cast<std::int32_t>(bucket));
-  }
-  serving.prefill_chunk_tokens = static_cast<std::int32_t>(capacities.prefill_chunk_tokens());
-  serving.page_size_tokens = static_cast<std::int32_t>(page_tokens);
-  serving.kv_dtypes = {helios::DType::bf16};
+  const model::ServingSettings serving = serving_settings(capacities, page_tokens, concurrency);
 
   // Target and GPUs: a CPU package runs on the CPU backend; an sm_NN package on a GPU of that
   // architecture, from its own kernels, which must hold the whole kernel catalog of this run on

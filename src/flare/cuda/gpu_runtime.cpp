@@ -69,7 +69,6 @@ std::string GpuRuntime::device_label() const {
 }
 
 std::size_t GpuRuntime::load_kernels() { return state_->backend->load_prebuilt_modules(); }
-std::size_t GpuRuntime::n_catalog_graphs() const { return state_->backend->package_catalog().graphs.size(); }
 std::int64_t GpuRuntime::n_compiled() const { return state_->backend->n_compiled(); }
 std::int64_t GpuRuntime::n_tuned() const { return state_->backend->gemm_tuning().n_timed(); }
 std::size_t GpuRuntime::n_tuned_shapes() const { return state_->n_shapes; }
