@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "common/error.h"
+#include "helios/serving_catalog.h"
 
 namespace flare::engine {
 
@@ -58,15 +59,18 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
   const std::int32_t max_tokens = std::max(options_.step_token_budget(), max_rows);
   const std::int32_t pages_per_row = (options_.context_limit + options_.page_size_tokens - 1) / options_.page_size_tokens + 1;
   model_->reserve(max_tokens, max_rows, max_rows, max_rows * pages_per_row);
-  // Largest first: kernel scratch the backend sizes by the step then has its final size before
-  // the smaller graphs record its address. The prefill chunk (a prompt's full chunks while no
-  // other row runs; with and without the last token's logits) before the decode buckets.
+  // The catalog's graphs (serving_step_shapes, which ignition enumerates too), largest first:
+  // kernel scratch the backend sizes by the step then has its final size before the smaller graphs
+  // record its address. The prefill chunk (a prompt's full chunks while no other row runs; with
+  // and without the last token's logits) before the decode buckets.
   const std::int32_t chunk = std::min(options_.prefill_chunk_tokens, max_tokens);
-  if (chunk >= 2) {
-    for (const std::int32_t n_logits : {0, 1}) model_->capture_prefill_graph(chunk, n_logits, cache_, scratch_page_);
-  }
-  for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) {
-    if (model_->capture_decode_graph(*it, cache_, scratch_page_)) graph_buckets_.insert(graph_buckets_.begin(), *it);
+  const helios::DType kv_dtype = cache_.layout.dtype;
+  for (const helios::StepShape& shape : helios::serving_step_shapes(sorted, chunk, std::span(&kv_dtype, 1))) {
+    if (!shape.is_decode()) {
+      model_->capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, cache_, scratch_page_);
+    } else if (model_->capture_decode_graph(shape.n_rows, cache_, scratch_page_)) {
+      graph_buckets_.insert(graph_buckets_.begin(), shape.n_rows);
+    }
   }
   backend_->synchronize();  // a failing warm-up or capture shows here, at load, not at the first step
   return std::int32_t(graph_buckets_.size());
@@ -93,12 +97,7 @@ void ModelStepRunner::run(const helios::Step& step, std::span<const helios::Page
 }
 
 std::vector<std::int32_t> decode_buckets(std::int32_t max_concurrency) {
-  std::vector<std::int32_t> buckets;
-  for (std::int32_t bucket = 1;; bucket *= 2) {
-    buckets.push_back(bucket);
-    if (bucket >= max_concurrency) break;
-  }
-  return buckets;
+  return helios::serving_decode_buckets(max_concurrency);
 }
 
 }  // namespace flare::engine

@@ -8,7 +8,7 @@ namespace flare::cli {
 
 struct GpuRuntime::State {};
 
-GpuRuntime::GpuRuntime(const package::Package& pkg, const std::optional<std::vector<int>>&,
+GpuRuntime::GpuRuntime(const package::Package& pkg, const std::optional<std::vector<int>>&, const helios::KernelNeeds&,
                        const std::filesystem::path&, const std::filesystem::path&) {
   fail(ExitCode::failure, "package {} was prepared for {}, and this build has no CUDA backend (built without the CUDA "
        "toolkit headers)", pkg.directory().string(), pkg.manifest().target());

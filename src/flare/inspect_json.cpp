@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flare/inspect_view.h"
+#include "flare/package_catalog.h"
 
 namespace flare::cli {
 namespace {
@@ -130,7 +131,11 @@ json graphs_json(const package::Package& package, const InspectView& view) {
   for (const auto* p : package.distinct_payloads()) {
     if (p->role() == proto::PAYLOAD_ROLE_GRAPH_RECORD && payload_selected(*p, view)) records.push_back(payload_json(package, *p));
   }
-  return {{"deployments", deployments_json(package, view)}, {"records", records},
+  json catalog = nullptr;
+  if (const auto c = package_kernel_catalog(package)) {
+    catalog = {{"kernel_modules", c->modules.size()}, {"step_graphs", c->graphs.size()}, {"target", c->platform.arch()}};
+  }
+  return {{"deployments", deployments_json(package, view)}, {"records", records}, {"kernel_catalog", catalog},
           {"timing_estimates", nullptr}, {"node_counts", nullptr}, {"edge_counts", nullptr}};
 }
 

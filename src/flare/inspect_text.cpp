@@ -10,6 +10,7 @@
 #include "common/sizes.h"
 #include "flare/inspect_view.h"
 #include "flare/name_banner.h"
+#include "flare/package_catalog.h"
 
 namespace flare::cli {
 namespace {
@@ -171,6 +172,10 @@ void print_graphs(const package::Package& package, const InspectView& view, cons
   lines.push_back("");
   lines.push_back(fmt::format("{} graph records ({}); timing estimates and node and edge counts are not recorded",
                               n_records, format_bytes(record_bytes)));
+  if (const auto catalog = package_kernel_catalog(package)) {
+    lines.push_back(fmt::format("kernel catalog: {} kernel modules and {} step graphs on {}", catalog->modules.size(),
+                                catalog->graphs.size(), catalog->platform.arch()));
+  }
   out.box("Graphs", lines);
 }
 

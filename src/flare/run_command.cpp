@@ -24,6 +24,7 @@
 #include "flare/package_selection.h"
 #include "helios/cpu/cpu_backend.h"
 #include "helios/kv_backing.h"
+#include "model/kernel_needs.h"
 #include "model/model.h"
 #include "model/prepared_views.h"
 #include "model/prepared_weights.h"
@@ -90,6 +91,21 @@ std::string read_api_key_file(const fs::path& path) {
   return key;
 }
 
+// What a run serves: the package's decode buckets up to the first that holds `concurrency`, its
+// prefill chunk and page size, over BF16 pages (what its kernel catalog is enumerated for).
+model::ServingSettings serving_settings(const proto::Capacities& capacities, std::int64_t page_tokens,
+                                        std::int64_t concurrency) {
+  model::ServingSettings serving;
+  for (auto bucket : capacities.concurrency_buckets()) {
+    if (serving.decode_buckets.empty() || serving.decode_buckets.back() < concurrency)
+      serving.decode_buckets.push_back(static_cast<std::int32_t>(bucket));
+  }
+  serving.prefill_chunk_tokens = static_cast<std::int32_t>(capacities.prefill_chunk_tokens());
+  serving.page_size_tokens = static_cast<std::int32_t>(page_tokens);
+  serving.kv_dtypes = {helios::DType::bf16};
+  return serving;
+}
+
 void print_banner(const TerminalInfo& terminal) {
   if (!terminal.styled) return;
   std::fprintf(stderr, "%s\n", paint(terminal, style::bold, paint(terminal, style::cyan, "  \u2726 flare")).c_str());
@@ -142,19 +158,8 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     stage.ok(options.verify_weights ? "every payload" : "frontend payloads and layout");
   }
 
-  // Target and GPUs: a CPU package runs on the CPU backend; an sm_NN package on a GPU of that
-  // architecture, from its own kernels.
   const bool on_gpu = manifest.target() != "cpu";
   if (!on_gpu && options.gpus) fail_usage("--gpus: package {} was prepared for the CPU backend", selected.path.string());
-  std::unique_ptr<GpuRuntime> gpu;
-  std::uint64_t gpu_free_before_load = 0;
-  if (on_gpu) {
-    std::optional<std::vector<int>> gpus;
-    if (options.gpus) gpus = parse_gpu_list(*options.gpus);
-    gpu = std::make_unique<GpuRuntime>(*pkg, gpus, config.kernel_cache(),
-                                       config.paths.cuda.value_or(std::filesystem::path("/usr/local/cuda")));
-    gpu_free_before_load = gpu->memory().free_bytes;
-  }
   if (manifest.deployments_size() != 1) fail_input("package {} has {} deployments; expected one", selected.path.string(),
                                                    manifest.deployments_size());
   const proto::Capacities& capacities = manifest.deployments(0).capacities();
@@ -173,8 +178,24 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
                "--max-concurrency",
                concurrency, capacities.max_concurrency());
 
-  // Load weights.
   const model::ModelSpec spec = model::model_spec_parse(manifest.model_config_json(), "package model configuration");
+  const std::int64_t page_tokens = manifest.kv_page_tokens() ? manifest.kv_page_tokens() : 16;
+  const model::ServingSettings serving = serving_settings(capacities, page_tokens, concurrency);
+
+  // Target and GPUs: a CPU package runs on the CPU backend; an sm_NN package on a GPU of that
+  // architecture, from its own kernels, which must hold the whole kernel catalog of this run on
+  // this GPU: a package lacking a module is refused here, before any weight loads.
+  std::unique_ptr<GpuRuntime> gpu;
+  std::uint64_t gpu_free_before_load = 0;
+  if (on_gpu) {
+    std::optional<std::vector<int>> gpus;
+    if (options.gpus) gpus = parse_gpu_list(*options.gpus);
+    gpu = std::make_unique<GpuRuntime>(*pkg, gpus, model::kernel_needs(spec, serving), config.kernel_cache(),
+                                       config.paths.cuda.value_or(std::filesystem::path("/usr/local/cuda")));
+    gpu_free_before_load = gpu->memory().free_bytes;
+  }
+
+  // Load weights.
   std::unique_ptr<helios::Backend> backend;
   std::int32_t cpu_threads = 0;
   if (gpu) {
@@ -206,7 +227,8 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     ProgressStage stage(terminal, stderr, "Load kernels");
     if (gpu) {
       const std::size_t n_modules = gpu->load_kernels();
-      stage.ok(fmt::format("{} kernel modules and {} tuned GEMM shapes from the package; {} compiled, {} tuned ({})",
+      stage.ok(fmt::format("{} kernel modules (the run's whole catalog) and {} tuned GEMM shapes from the package; {} "
+                           "compiled, {} tuned ({})",
                            n_modules, gpu->n_tuned_shapes(), gpu->n_compiled(), gpu->n_tuned(), gpu->device_label()));
     } else {
       stage.ok(fmt::format("0 compiled, 0 tuned (CPU backend, {} threads)", cpu_threads));
@@ -216,7 +238,6 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   // Allocate caches.
   std::unique_ptr<engine::ModelStepRunner> runner;
   const std::int64_t context = static_cast<std::int64_t>(capacities.context_ceiling_tokens());
-  const std::int64_t page_tokens = manifest.kv_page_tokens() ? manifest.kv_page_tokens() : 16;
   const std::uint64_t bytes_per_token = manifest.memory_cost().bytes_per_cached_token();
   engine::EngineOptions engine_options;
   KvSizing kv;
@@ -279,10 +300,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   {
     // After the pool: a decode graph records the KV cache's address.
     ProgressStage stage(terminal, stderr, "Build graphs");
-    std::vector<std::int32_t> buckets;
-    for (auto bucket : capacities.concurrency_buckets())
-      if (buckets.empty() || buckets.back() < concurrency) buckets.push_back(static_cast<std::int32_t>(bucket));
-    const std::int32_t n_graphs = runner->capture_graphs(buckets);
+    const std::int32_t n_graphs = runner->capture_graphs(serving.decode_buckets);
     const model::Model& model = runner->model();
     stage.ok(gpu ? fmt::format("{} decode graphs (batch buckets {}) and {} prefill-chunk graphs, {} operations",
                                n_graphs, fmt::join(runner->graph_buckets(), ", "), model.n_prefill_graphs(),

@@ -17,6 +17,7 @@
 #include "ignition/signing_identity.h"
 #include "ignition/weight_reuse.h"
 #include "helios/history.h"
+#include "helios/serving_catalog.h"
 #include "model/architecture.h"
 #include "model/prepared_views.h"
 #include "model/prepared_weights.h"
@@ -44,12 +45,8 @@ const char* const kFrontendFiles[] = {"tokenizer.json", "tokenizer_config.json",
                                       "chat_template.jinja", "special_tokens_map.json"};
 
 std::vector<std::uint32_t> concurrency_buckets(std::int32_t max_concurrency) {
-  std::vector<std::uint32_t> buckets;
-  for (std::uint32_t bucket = 1;; bucket *= 2) {
-    buckets.push_back(bucket);
-    if (bucket >= static_cast<std::uint32_t>(max_concurrency)) break;
-  }
-  return buckets;
+  const std::vector<std::int32_t> buckets = helios::serving_decode_buckets(max_concurrency);
+  return {buckets.begin(), buckets.end()};
 }
 
 // The safetensors name of a prepared tensor's dtype (prepared_views.cpp reads it back).
@@ -271,6 +268,7 @@ int run_export(const ExportOptions& options) {
   {
     Phase phase(terminal, "Tune kernels");
     if (gpu) {
+      gpu->compile_catalog();  // every module the catalog lists, before any forward runs
       gpu->tune_gemms();
       phase.stage.ok(fmt::format("{} GEMM shapes timed ({} effort)", gpu->counts().n_tuned,
                                  options.autotune_effort.value_or("default")));
@@ -283,9 +281,9 @@ int run_export(const ExportOptions& options) {
     if (gpu) {
       gpu->compile_forwards();
       const GpuPreparationCounts& c = gpu->counts();
-      phase.stage.ok(fmt::format("{} forwards; {} kernel modules ({} compiled, {} from the kernel cache); {} GEMM "
-                                 "shapes and {} fused-operation choices tuned in all",
-                                 c.n_forwards, gpu->kernel_images().size(), c.n_compiled, c.n_reused, c.n_shapes,
+      phase.stage.ok(fmt::format("{} forwards; {} kernel modules in the catalog ({} compiled, {} from the kernel "
+                                 "cache); {} GEMM shapes and {} fused-operation choices tuned in all",
+                                 c.n_forwards, gpu->catalog().modules.size(), c.n_compiled, c.n_reused, c.n_shapes,
                                  c.n_fused));
     } else {
       phase.stage.ok("0 forwards (the CPU backend executes steps directly)");
@@ -312,7 +310,10 @@ int run_export(const ExportOptions& options) {
       phase.stage.ok("0 graphs (CPU)");
     }
   }
-  std::fprintf(stderr, "Graph catalog: decode buckets %s; prefill chunk %d tokens; %s\n",
+  std::fprintf(stderr, "Graph catalog: %s; decode buckets %s; prefill chunk %d tokens; %s\n",
+               gpu ? fmt::format("{} kernel modules, {} graphs", gpu->catalog().modules.size(),
+                                 gpu->catalog().graphs.size()).c_str()
+                   : "no kernels",
                fmt::format("{}", fmt::join(buckets, ", ")).c_str(), prefill_chunk,
                !gpu ? "no captured graphs on the CPU backend"
                     : gpu->counts().n_graphs > 0 ? "decode buckets and the prefill chunk captured at load"
@@ -329,7 +330,10 @@ int run_export(const ExportOptions& options) {
   identity->set_architecture(resolved.architecture);
   manifest.set_license(recipe.license);
   manifest.set_target(gpu ? gpu->arch() : "cpu");
-  if (gpu) manifest.set_kernel_compiler(gpu->compiler());
+  if (gpu) {
+    manifest.set_kernel_compiler(gpu->compiler());
+    manifest.set_kernel_catalog(helios::serving_catalog_serialize(gpu->catalog()));
+  }
   manifest.set_kv_page_tokens(static_cast<std::uint32_t>(recipe.page_size_tokens));
   manifest.set_kv_cache_dtype("BF16");
   manifest.set_history_kinds(helios::history_kinds(architecture.history(spec)));
@@ -368,7 +372,7 @@ int run_export(const ExportOptions& options) {
                                   std::move(weight_payloads[i].second));
     std::size_t n_executables = 0;
     if (gpu) {
-      const auto images = gpu->kernel_images();
+      const auto images = gpu->kernel_images();  // exactly the catalog's (it fails on a module beyond it)
       package::add_executables(builder, images, "kernels");
       n_executables = images.size();
       if (const std::string table = gpu->gemm_tuning_table(); !table.empty()) {

@@ -1,9 +1,11 @@
-// Preparation on a GPU (`ignition export` for an sm_NN target): the prepared weights are uploaded
-// to the selected GPU, every GEMM shape the serving steps use is tuned (cuBLASLt candidates timed),
-// the forwards the runtime will execute are run once so every kernel they need is compiled
-// (through the on-disk kernel cache), and the decode graphs are captured once to prove they
-// capture. What comes out is what the package carries so that `flare run` compiles and tunes
-// nothing: the kernel images by module key and the GEMM tuning table.
+// Preparation on a GPU (`ignition export` for an sm_NN target): the serving catalog's kernel
+// modules (helios/serving_catalog.h, enumerated from the model and the settings) are compiled
+// through the on-disk kernel cache, the prepared weights are uploaded to the selected GPU, every
+// GEMM shape the serving steps use is tuned (cuBLASLt candidates timed), the forwards the runtime
+// will execute are run once, and the catalog's graphs are captured once to prove they capture.
+// What comes out is what the package carries so that `flare run` compiles and tunes nothing: the
+// catalog, its kernel images by module key and the GEMM tuning table. A warm-up that loads a
+// module the catalog does not list fails the export: the enumeration missed a launch.
 //
 // Builds without the CUDA toolkit headers have no GPU preparation: the constructor throws.
 #pragma once
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "helios/serving_catalog.h"
 #include "model/prepared_weights.h"
 #include "model/spec.h"
 
@@ -49,14 +52,18 @@ class GpuPreparation {
   std::string arch() const;               // "sm_90"
   std::string device_name() const;
   std::string compiler() const;           // "nvrtc 13.0"
+  const helios::ServingCatalog& catalog() const;  // what the package must carry, and records
+  void compile_catalog();                 // compiles (or finds) every module of the catalog
   void load_weights(const model::PreparedLookup& lookup);
   void tune_gemms();                      // times every serving GEMM shape
   void compile_forwards();                // one prefill chunk, each decode bucket, a mixed step
-  void capture_graphs();                  // the decode buckets, when the backend captures graphs
+  void capture_graphs();                  // the catalog's graphs, when the backend captures graphs
   const GpuPreparationCounts& counts() const;
   std::uint64_t device_bytes_in_use() const;  // weights + scratch measured on the device
 
-  std::map<std::string, std::string> kernel_images() const;  // module key -> CUBIN
+  // The catalog's images (module key -> CUBIN). Throws flare::Error (internal) when the warm-up
+  // loaded a module the catalog does not list.
+  std::map<std::string, std::string> kernel_images() const;
   std::string gemm_tuning_table() const;                      // serialized (empty: no cuBLASLt)
 
  private:

@@ -15,6 +15,11 @@ GpuPreparation::~GpuPreparation() = default;
 std::string GpuPreparation::arch() const { return ""; }
 std::string GpuPreparation::device_name() const { return ""; }
 std::string GpuPreparation::compiler() const { return ""; }
+const helios::ServingCatalog& GpuPreparation::catalog() const {
+  static const helios::ServingCatalog none;
+  return none;
+}
+void GpuPreparation::compile_catalog() {}
 void GpuPreparation::load_weights(const model::PreparedLookup&) {}
 void GpuPreparation::tune_gemms() {}
 void GpuPreparation::compile_forwards() {}

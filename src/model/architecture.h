@@ -4,7 +4,9 @@
 //   - weight_table: its prepared tensors, declared once (weight_table.h);
 //   - history: what each layer keeps of the past (helios/history.h);
 //   - plan_arena: its activation buffers, sized per token / logits row / row;
-//   - program: its forward pass over loaded weights, run by the step executor.
+//   - program: its forward pass over loaded weights, run by the step executor;
+//   - kernel_needs: what that program launches beyond every backend's fixed kernels (the kernel
+//     catalog's model part, helios/serving_catalog.h).
 // Nothing outside architectures/ switches on the architecture.
 #pragma once
 
@@ -16,6 +18,7 @@
 #include "helios/activation_arena.h"
 #include "helios/backend.h"
 #include "helios/history.h"
+#include "helios/serving_catalog.h"
 #include "helios/step_program.h"
 #include "model/spec.h"
 #include "model/weight_table.h"
@@ -35,6 +38,8 @@ struct Architecture {
   // The forward program over `weights` (which must outlive it) on `backend`.
   std::unique_ptr<helios::StepProgram> (*program)(const ModelSpec& spec, helios::Backend& backend,
                                                   const LoadedWeights& weights);
+  // Adds the program's attention shapes and whether it has FP8 projections to `needs`.
+  void (*kernel_needs)(const ModelSpec& spec, helios::KernelNeeds& needs);
 };
 
 const Architecture* architecture_find(std::string_view name);

@@ -108,6 +108,13 @@ std::vector<helios::HistorySpec> paged_kv_history(const ModelSpec& spec) {
   return layers;
 }
 
+void paged_attention_kernel_needs(const ModelSpec& spec, helios::KernelNeeds& needs) {
+  // RopeTable rotates the whole head (its frequencies are head_dim / 2 wide): config.cpp rejects
+  // partial rotary. Sliding and global layers differ in their window and rope base only.
+  needs.attention.push_back({spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.head_dim / 2});
+  needs.fp8_linears = needs.fp8_linears || spec.quantization.fp8;
+}
+
 void paged_kv_check(const ModelSpec& spec, const helios::KvCacheLayout& layout) {
   if (layout.n_layers != spec.n_layers || layout.n_kv_heads != spec.n_kv_heads || layout.head_dim != spec.head_dim) {
     fail(ExitCode::failure, "internal: KV cache layout does not match the model");

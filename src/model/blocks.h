@@ -7,6 +7,7 @@
 
 #include "helios/backend.h"
 #include "helios/history.h"
+#include "helios/serving_catalog.h"
 #include "model/spec.h"
 #include "model/weight_table.h"
 
@@ -57,5 +58,8 @@ void attention_core(helios::Backend& backend, const ModelSpec& spec, std::int32_
 std::vector<helios::HistorySpec> paged_kv_history(const ModelSpec& spec);
 // Throws unless `layout` is the cache paged_kv_history describes.
 void paged_kv_check(const ModelSpec& spec, const helios::KvCacheLayout& layout);
+// The kernel needs of a program whose every layer runs rotary_kv_store and attention at the spec's
+// heads (its windows are launch arguments), with FP8 projections where the checkpoint is FP8.
+void paged_attention_kernel_needs(const ModelSpec& spec, helios::KernelNeeds& needs);
 
 }  // namespace flare::model

@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "common/gpu.h"
+#include "flare/package_catalog.h"
 #include "helios/cuda/cuda_backend.h"
 #include "helios/gemm_tuning.h"
 #include "package/executables.h"
@@ -17,7 +18,8 @@ struct GpuRuntime::State {
 };
 
 GpuRuntime::GpuRuntime(const package::Package& pkg, const std::optional<std::vector<int>>& gpus,
-                       const std::filesystem::path& kernel_cache_dir, const std::filesystem::path& cuda_root)
+                       const helios::KernelNeeds& needs, const std::filesystem::path& kernel_cache_dir,
+                       const std::filesystem::path& cuda_root)
     : state_(std::make_unique<State>()) {
   const proto::Manifest& manifest = pkg.manifest();
   const int n_ranks = manifest.deployments_size() > 0 ? manifest.deployments(0).ranks_size() : 0;
@@ -36,15 +38,21 @@ GpuRuntime::GpuRuntime(const package::Package& pkg, const std::optional<std::vec
                pkg.directory().string(), manifest.target(), state_->gpu.visible_index, state_->gpu.name,
                state_->gpu.arch());
 
-  std::map<std::string, std::string> images = package::read_executables(pkg);
+  helios::cuda::PackageKernels kernels;
+  kernels.images = package::read_executables(pkg);
   std::string tuning_table;
-  if (auto it = images.find(package::kGemmTuningKey); it != images.end()) {
+  if (auto it = kernels.images.find(package::kGemmTuningKey); it != kernels.images.end()) {
     tuning_table = std::move(it->second);
-    images.erase(it);
+    kernels.images.erase(it);
   }
-  if (images.empty()) fail_input("package {} for {} carries no kernel images", pkg.directory().string(), manifest.target());
+  if (kernels.images.empty())
+    fail_input("package {} for {} carries no kernel images", pkg.directory().string(), manifest.target());
+  kernels.needs = needs;
+  kernels.origin = fmt::format("package {}", pkg.directory().string());
+  kernels.recorded = package_kernel_catalog(pkg);
+  // The backend checks the images against the catalog of `needs` on this GPU before it loads any.
   state_->owned = std::make_unique<helios::cuda::CudaBackend>(state_->gpu.visible_index, kernel_cache_dir,
-                                                              std::move(images), cuda_root);
+                                                              std::move(kernels), cuda_root);
   state_->backend = state_->owned.get();
   helios::GemmTuning tuning = tuning_table.empty() ? helios::GemmTuning() : helios::GemmTuning::parse(tuning_table);
   tuning.set_frozen(true);

@@ -25,17 +25,6 @@ constexpr float k_log2e = 1.4426950408889634f;
 // decode step (up to that batch) never see it move.
 constexpr std::int64_t k_scratch_rows = 1024;
 
-bool fast_kernels_cover(std::int32_t head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
-
-// k_warps of attention_prefill.cu (16 query tokens each), and its dynamic shared memory
-// (k_smem_bytes: the K, V and Q tiles at head dim 256; the other sizes' tiles are static).
-int prefill_warps(std::int32_t head_dim) { return head_dim == 256 ? 4 : 8; }
-unsigned prefill_dynamic_smem_bytes(std::int32_t head_dim) {
-  return head_dim == 256 ? unsigned((2 * 64 + 16 * prefill_warps(head_dim)) * head_dim * 2) : 0;
-}
-
-std::string kv_fp8_define(const KvCacheLayout& l) { return l.dtype == DType::f8_e4m3 ? "1" : "0"; }
-
 }  // namespace
 
 void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) {
@@ -54,8 +43,7 @@ void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, 
               bt_ptr = arrays_.block_tables;
   long long k_stride = k.stride, v_stride = v.stride;
   int layer_i = layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
-  const CUfunction f = function("attention", "flare_kv_store",
-                                {{"HEAD_DIM", std::to_string(l.head_dim)}, {"KV_FP8", kv_fp8_define(l)}});
+  const CUfunction f = function(kv_store_module(l.head_dim, l.dtype), "flare_kv_store");
   launch(f, {.grid_x = unsigned(k.rows), .block_x = 256},
          {&k_ptr, &k_stride, &v_ptr, &v_stride, &c_ptr, &layer_i, &n_pages, &page_size, &n_kv, &p_ptr, &r_ptr, &fb_ptr,
           &bt_ptr},
@@ -78,7 +66,7 @@ void CudaBackend::attention(const KvCache& cache, const Tensor& q, const Attenti
   expect_shape(q, step_.n_tokens(), width, "attention q");
   expect_shape(out, step_.n_tokens(), width, "attention output");
   if (step_.n_tokens() == 0) return;
-  if (!fast_kernels_cover(p.head_dim)) {
+  if (!fast_attention_covers(p.head_dim)) {
     if (l.dtype != DType::bf16) fail_usage("f8_e4m3 KV pages need head size 64, 128 or 256, not {}", p.head_dim);
     return attention_plain(cache, q, p, out);
   }
@@ -89,8 +77,10 @@ void CudaBackend::attention(const KvCache& cache, const Tensor& q, const Attenti
 void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
   const KvCacheLayout& l = cache.layout;
   const int group_size = p.n_heads / p.n_kv_heads;
-  const bool fp8 = l.dtype == DType::f8_e4m3;
-  const int heads_per_cta = decode_heads_per_cta(group_size, p.head_dim, fp8, device().max_shared_bytes_per_block);
+  // The module and its shared memory: kernel_catalog.h's choice, which the catalog enumerates.
+  const DecodeAttention plan = decode_attention(p.n_heads, p.n_kv_heads, p.head_dim, l.page_size_tokens, l.dtype,
+                                                device().max_shared_bytes_per_block);
+  const int heads_per_cta = plan.heads_per_cta;
   const int n_rows = step_.n_rows();
   // (row, head group) pairs; each splits its keys into n_splits work items.
   const std::int64_t n_groups = std::int64_t(n_rows) * p.n_kv_heads * (group_size / heads_per_cta);
@@ -130,14 +120,8 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   int layer = p.layer, n_pages = l.n_pages, n_kv = l.n_kv_heads, n_heads = p.n_heads;
   int window = p.sliding_window, n_rows_arg = n_rows;
   float scale_log2 = p.scale * k_log2e;
-  const int stages = decode_ring_stages(p.head_dim, fp8, heads_per_cta, device().max_shared_bytes_per_block);
-  const Defines defines = {{"HEAD_DIM", std::to_string(p.head_dim)},
-                           {"PAGE_SIZE", std::to_string(l.page_size_tokens)},
-                           {"GROUP", std::to_string(heads_per_cta)},
-                           {"KV_FP8", kv_fp8_define(l)},
-                           {"KV_STAGES", std::to_string(stages)}};
-  const CUfunction f = function("attention_decode", "flare_attention_decode", defines);
-  const unsigned smem = decode_dynamic_smem_bytes(p.head_dim, fp8, heads_per_cta, stages);
+  const CUfunction f = function(plan.module, "flare_attention_decode");
+  const unsigned smem = plan.smem_bytes;
   // Once per loaded function, not per launch: allow its dynamic ring, then ask how many of its CTAs
   // fit an SM. As many CTAs as are resident at once each work through their share of the items
   // (row, head group, split), the copy ring running on from one item to the next (decode_grid).
@@ -167,15 +151,12 @@ void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const
   int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
   int n_tokens = int(q.rows), n_heads = p.n_heads, window = p.sliding_window;
   float scale_log2 = p.scale * k_log2e;
-  const CUfunction f = function("attention_prefill", "flare_attention_prefill",
-                                {{"HEAD_DIM", std::to_string(p.head_dim)}, {"KV_FP8", kv_fp8_define(l)}});
-  const int warps = prefill_warps(p.head_dim);
-  const unsigned smem = prefill_dynamic_smem_bytes(p.head_dim);
+  // Throws (usage) where the device cannot give its tiles' shared memory.
+  const PrefillAttention plan = prefill_attention(p.head_dim, l.dtype, device().max_shared_bytes_per_block);
+  const CUfunction f = function(plan.module, "flare_attention_prefill");
+  const int warps = plan.warps;
+  const unsigned smem = plan.smem_bytes;
   if (smem > 0 && !attention_prefill_smem_set_.contains(f)) {  // once per loaded function
-    if (int(smem) > device().max_shared_bytes_per_block) {
-      fail_usage("prefill attention at head size {} needs {} bytes of shared memory; this GPU gives a CTA {}",
-                 p.head_dim, smem, device().max_shared_bytes_per_block);
-    }
     check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
           "cuFuncSetAttribute");
     attention_prefill_smem_set_.insert(f);
@@ -201,7 +182,7 @@ void CudaBackend::attention_plain(const KvCache& cache, const Tensor& q, const A
   int n_tokens = int(q.rows), n_heads = p.n_heads, window = p.sliding_window;
   float scale = p.scale;
   const std::int64_t n_warps = std::int64_t(n_tokens) * n_heads;
-  const CUfunction f = function("attention", "flare_attention", {{"HEAD_DIM", std::to_string(l.head_dim)}});
+  const CUfunction f = function(plain_attention_module(l.head_dim, l.dtype), "flare_attention");
   launch(f, {.grid_x = unsigned((n_warps + 3) / 4), .block_x = 128},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
           &scale, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},

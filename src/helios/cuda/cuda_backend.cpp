@@ -41,33 +41,28 @@ constexpr std::int64_t k_rms_vec_threads = 512;
 
 CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
                          const std::filesystem::path& cuda_root, const CudaBackendOptions& options)
-    : CudaBackend(device_index, kernel_cache_dir, {}, cuda_root, options) {}
+    : CudaBackend(device_index, kernel_cache_dir, static_cast<PackageKernels*>(nullptr), cuda_root, options) {}
 
-CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
-                         std::map<std::string, std::string> prebuilt, const std::filesystem::path& cuda_root,
-                         const CudaBackendOptions& options)
+CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir, PackageKernels kernels,
+                         const std::filesystem::path& cuda_root, const CudaBackendOptions& options)
+    : CudaBackend(device_index, kernel_cache_dir, &kernels, cuda_root, options) {}
+
+CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir, PackageKernels* kernels,
+                         const std::filesystem::path& cuda_root, const CudaBackendOptions& options)
     : options_(options),
       context_(device_index),
-      nvrtc_(prebuilt.empty() ? std::make_unique<Nvrtc>(cuda_root) : nullptr),
+      nvrtc_(kernels ? nullptr : std::make_unique<Nvrtc>(cuda_root)),
       cache_(kernel_cache_dir),
-      prebuilt_(std::move(prebuilt)) {
-  // The shape-independent kernels, compiled in parallel, so a broken toolchain shows at construction.
-  // The sampler's module depends on options_.sampler_one_cta (its CTAs a row are a define), the
-  // stream GEMM's modules on options_.stream_gemm (none without it).
+      prebuilt_(kernels ? std::move(kernels->images) : std::map<std::string, std::string>{}) {
   std::string reason;
   cublaslt_ = CublasLt::try_load(cuda_root, &reason);  // null: the NVRTC GEMM serves
-  const Defines sample_defines = sampler_defines(sampler_layout(context_.device(), 1, options_));
-  std::vector<std::pair<std::string, Defines>> modules = {{"embedding", {}}, {"rms_norm", {}}, {"swiglu", {}},
-                                                          {"linear", {}},    {"gather_rows", {}},
-                                                          {"scale", {}},     {"sample", sample_defines}};
-  if (cublaslt_) {
-    modules.push_back({"bias_add", {}});
-    for (const int tile : SkinnyGemm::k_tiles) modules.push_back({k_skinny_gemm_source, skinny_tile_defines(tile)});
-    if (stream_gemm_wanted()) {
-      for (const int tile : StreamGemm::k_tiles) modules.push_back({k_stream_gemm_source, stream_tile_defines(tile)});
-    }
+  if (kernels) {  // before anything loads: a missing module is the package's fault, named as such
+    package_catalog_ = kernel_catalog(platform(), kernels->needs);
+    serving_catalog_require(package_catalog_, prebuilt_, kernels->origin,
+                            kernels->recorded ? &*kernels->recorded : nullptr);
   }
-  precompile(modules);
+  // The shape-independent kernels, compiled in parallel, so a broken toolchain shows at construction.
+  precompile(fixed_modules(device(), options_, cublaslt_ != nullptr, stream_gemm_wanted()));
   function("embedding", "flare_embedding");
   function("rms_norm", "flare_rms_norm");
   function("rms_norm", "flare_rms_norm_vec");
@@ -77,7 +72,7 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   function("linear", "flare_linear_bf16");
   function("linear", "flare_linear_f32");
   function("gather_rows", "flare_gather_rows");
-  function("sample", "flare_sample", sample_defines);
+  function(sampler_module(device(), 1, options_), "flare_sample");
   init_gemm(kernel_cache_dir);
 }
 
@@ -88,18 +83,14 @@ CudaBackend::~CudaBackend() {
   }
 }
 
-std::string CudaBackend::module_key(const std::string& source, const Defines& defines) {
-  std::string key = source;
-  for (const auto& [name, value] : defines) key += " -D" + name + "=" + value;
-  return key;
-}
-
-void CudaBackend::precompile(const std::vector<std::pair<std::string, Defines>>& modules) {
+void CudaBackend::precompile(const std::vector<KernelModule>& modules) {
   if (!nvrtc_) return;
-  std::vector<std::pair<std::string, const std::pair<std::string, Defines>*>> missing;  // module key, module
-  for (const auto& module : modules) {
-    std::string key = module_key(module.first, module.second);
-    if (!modules_.contains(key)) missing.emplace_back(std::move(key), &module);
+  std::vector<std::pair<std::string, const KernelModule*>> missing;  // module key, module
+  for (const KernelModule& module : modules) {
+    std::string key = module.key();
+    if (!modules_.contains(key) && std::ranges::none_of(missing, [&](const auto& m) { return m.first == key; })) {
+      missing.emplace_back(std::move(key), &module);
+    }
   }
   std::vector<std::string> cubins(missing.size());
   std::vector<std::exception_ptr> errors(missing.size());
@@ -109,9 +100,9 @@ void CudaBackend::precompile(const std::vector<std::pair<std::string, Defines>>&
       threads.emplace_back([&, i] {
         try {
           CompileOptions options;
-          options.arch = compile_arch(missing[i].second->second);
-          options.defines = missing[i].second->second;
-          cubins[i] = nvrtc_->compile_cached(cache_, embedded_kernel(missing[i].second->first), options);
+          options.arch = compile_arch(missing[i].second->defines);
+          options.defines = missing[i].second->defines;
+          cubins[i] = nvrtc_->compile_cached(cache_, embedded_kernel(missing[i].second->source), options);
         } catch (...) {
           errors[i] = std::current_exception();
         }
@@ -122,15 +113,13 @@ void CudaBackend::precompile(const std::vector<std::pair<std::string, Defines>>&
     if (error) std::rethrow_exception(error);
   }
   for (std::size_t i = 0; i < missing.size(); ++i) {
-    modules_.emplace(missing[i].first, std::make_unique<Module>(missing[i].second->first, cubins[i]));
+    modules_.emplace(missing[i].first, std::make_unique<Module>(missing[i].second->source, cubins[i]));
     images_.emplace(missing[i].first, std::move(cubins[i]));
   }
 }
 
-CudaBackend::Defines CudaBackend::skinny_tile_defines(int tile) { return {{"SKINNY_M", std::to_string(tile)}}; }
-
-CudaBackend::Defines CudaBackend::stream_tile_defines(int tile) {
-  return {{"STREAM_N", std::to_string(tile)}, {k_arch_specific_define, "1"}};
+KernelPlatform CudaBackend::platform() const {
+  return kernel_platform(device(), options_, cublaslt_ != nullptr, stream_gemm_wanted());
 }
 
 bool CudaBackend::stream_gemm_wanted() const {
@@ -147,7 +136,7 @@ std::string CudaBackend::compile_arch(const Defines& defines) const {
 }
 
 CUfunction CudaBackend::function(const std::string& source, const std::string& entry, const Defines& defines) {
-  const std::string module_key = CudaBackend::module_key(source, defines);
+  const std::string module_key = cuda::module_key(source, defines);
   const std::string function_key = module_key + " " + entry;
   if (auto it = functions_.find(function_key); it != functions_.end()) return it->second;
   auto module_it = modules_.find(module_key);
@@ -155,9 +144,11 @@ CUfunction CudaBackend::function(const std::string& source, const std::string& e
     std::string cubin;
     if (!nvrtc_) {
       const auto image = prebuilt_.find(module_key);
+      // The constructor checked the package against its catalog: a module beyond it is a launch
+      // the catalog does not enumerate (kernel_catalog.h).
       if (image == prebuilt_.end())
-        fail(ExitCode::failure, "the package has no compiled kernel '{}' for {}; export the model again with this "
-             "build", module_key, context_.device().arch());
+        fail(ExitCode::failure, "internal: kernel module '{}' is not in the kernel catalog the package was checked "
+             "against on {}", module_key, context_.device().arch());
       cubin = image->second;
     } else {
       CompileOptions options;
@@ -174,8 +165,9 @@ CUfunction CudaBackend::function(const std::string& source, const std::string& e
 }
 
 std::size_t CudaBackend::load_prebuilt_modules() {
-  for (const auto& [key, cubin] : prebuilt_) {
+  for (const std::string& key : package_catalog_.modules) {
     if (modules_.contains(key)) continue;
+    const std::string& cubin = prebuilt_.at(key);  // there: the constructor checked
     modules_.emplace(key, std::make_unique<Module>(key.substr(0, key.find(' ')), cubin));
     images_.emplace(key, cubin);
   }
@@ -436,7 +428,7 @@ void CudaBackend::head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& w
   long long stride = x.stride;
   int rows = int(x.rows), n_heads = int(x.cols / head_dim);
   float eps_v = eps;
-  const CUfunction f = function("head_rms_norm", "flare_head_rms_norm", {{"HEAD_DIM", std::to_string(head_dim)}});
+  const CUfunction f = function(head_rms_norm_module(head_dim), "flare_head_rms_norm");
   launch(f, {.grid_x = blocks_for(x.rows * n_heads * 32, 256), .block_x = 256},
          {&x_ptr, &stride, &rows, &n_heads, &w_ptr, &eps_v}, "head_rms_norm");
 }
@@ -481,8 +473,7 @@ void CudaBackend::rotary(Tensor q, Tensor k, std::int32_t head_dim, const Rotary
   long long q_stride = q.stride, k_stride = k.stride, f_stride = rope.inv_freq.stride;
   int n_q = int(q.cols / head_dim), n_k = int(k.cols / head_dim), f_rows = int(rope.inv_freq.rows);
   float factor = rope.attention_factor;
-  const CUfunction f = function("rotary", "flare_rotary",
-                                {{"HEAD_DIM", std::to_string(head_dim)}, {"ROTARY_HALF", std::to_string(half)}});
+  const CUfunction f = function(rotary_module(head_dim, half), "flare_rotary");
   launch(f, {.grid_x = unsigned(q.rows), .block_x = 256},
          {&q_ptr, &q_stride, &n_q, &k_ptr, &k_stride, &n_k, &f_ptr, &f_stride, &f_rows, &factor, &p_ptr, &r_ptr},
          "rotary");

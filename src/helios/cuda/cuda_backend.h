@@ -5,7 +5,9 @@
 // synchronize() wait. Written for correctness first: the GEMM and attention kernels are plain.
 //
 // Kernels without shape defines compile at construction; those specialized on the head size
-// (head_rms_norm, rotary, attention) compile on first use for each shape and are kept.
+// (head_rms_norm, rotary, attention) compile on first use for each shape and are kept. Which module
+// each launch loads is kernel_catalog.h's choice, so an export can compile the whole catalog up
+// front and a backend built from a package's kernels checks it holds them all.
 //
 // Ownership: the backend owns its context binding, stream, modules and step buffers; one engine
 // thread uses it (the constructor makes the device's primary context current on that thread).
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -25,12 +28,22 @@
 #include "helios/cuda/cuda_sampler.h"
 #include "helios/cuda/driver.h"
 #include "helios/cuda/gemm_runner.h"
+#include "helios/cuda/kernel_catalog.h"
 #include "helios/cuda/step_staging.h"
 #include "helios/cuda/nvrtc.h"
 #include "helios/gemm_tuning.h"
 #include "helios/kernel_cache.h"
+#include "helios/serving_catalog.h"
 
 namespace flare::helios::cuda {
+
+// A package's kernels and the work a backend built from them serves.
+struct PackageKernels {
+  std::map<std::string, std::string> images;  // module key -> CUBIN
+  KernelNeeds needs;                          // what the backend will run: its catalog must be in images
+  std::string origin;                         // names the images in errors ("package /x")
+  std::optional<ServingCatalog> recorded;     // the catalog they were exported with, when recorded
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -39,10 +52,11 @@ class CudaBackend final : public Backend {
   CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
               const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root),
               const CudaBackendOptions& options = {});
-  // Kernels only from `prebuilt` (module key -> CUBIN, what a package carries): NVRTC is never
-  // loaded, and a kernel missing from the map is an error naming it (flare run compiles nothing).
-  CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir,
-              std::map<std::string, std::string> prebuilt,
+  // Kernels only from a package (flare run compiles nothing): NVRTC is never loaded. Before any
+  // module loads, the catalog of kernels.needs on this platform is checked against the images, and
+  // a package lacking any of its modules is refused (serving_catalog_require: usage), so no shape
+  // first reached while serving fails for want of a kernel.
+  CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir, PackageKernels kernels,
               const std::filesystem::path& cuda_root = std::filesystem::path(k_default_cuda_root),
               const CudaBackendOptions& options = {});
   ~CudaBackend() override;
@@ -51,11 +65,20 @@ class CudaBackend final : public Backend {
   DType activation_dtype() const override { return DType::bf16; }
   const DeviceInfo& device() const { return context_.device(); }
   KernelCache& kernel_cache() { return cache_; }
-  // Every module loaded so far, by module key ("attention -DHEAD_DIM=128"): what an export stores.
+  // Every module loaded so far, by module key ("attention -DHEAD_DIM=128").
   const std::map<std::string, std::string>& loaded_images() const { return images_; }
+  // The device facts and choices this backend's module defines depend on (kernel_catalog.h).
+  KernelPlatform platform() const;
+  // Built from a package: the catalog it was checked against (what load_prebuilt_modules loads).
+  const ServingCatalog& package_catalog() const { return package_catalog_; }
+  // Compiles (or finds in the kernel cache) each module on its own thread and loads them, so that
+  // launches find them; nothing without NVRTC (a package's kernels are prebuilt). NVRTC compiles
+  // one program per thread, so the set takes the time of its slowest.
+  void precompile(const std::vector<KernelModule>& modules);
   std::int64_t n_compiled() const { return cache_.n_builds(); }  // NVRTC runs (kernel cache misses)
   std::string compiler() const { return nvrtc_ ? "nvrtc " + nvrtc_->version() : "none (package kernels)"; }
-  // Loads every packaged module now (flare run's "Load kernels"); returns the number loaded.
+  // Loads every module of the package's catalog now (flare run's "Load kernels"); returns the
+  // number of modules loaded in all.
   std::size_t load_prebuilt_modules();
   // Binds the device's context to the calling thread (the engine thread, before its first step).
   void bind_thread() override { context_.make_current(); }
@@ -124,25 +147,15 @@ class CudaBackend final : public Backend {
   void reserve_sampling(std::int32_t max_rows, std::int32_t vocab_size) override;
 
  private:
-  using Defines = std::vector<std::pair<std::string, std::string>>;
+  // Both public constructors: kernels from NVRTC (null) or from a package.
+  CudaBackend(int device_index, const std::filesystem::path& kernel_cache_dir, PackageKernels* kernels,
+              const std::filesystem::path& cuda_root, const CudaBackendOptions& options);
   // The entry point `entry` of kernel source `source` compiled with `defines` (memoized).
   CUfunction function(const std::string& source, const std::string& entry, const Defines& defines = {});
-  // Compiles (or finds in the kernel cache) each (source, defines) module on its own thread and
-  // loads them, so that function() finds them; nothing without NVRTC (a package's kernels are
-  // prebuilt). NVRTC compiles one program per thread, so the set takes the time of its slowest.
-  void precompile(const std::vector<std::pair<std::string, Defines>>& modules);
-  static std::string module_key(const std::string& source, const Defines& defines);
-  // Defines of the skinny GEMM's module for one x-row tile (one module per tile: as one program,
-  // its forty entry points compile in about 15 s).
-  static Defines skinny_tile_defines(int tile);
-  // The same for the FP8 kernels' modules (kernels/fp8_linear.cu).
-  static Defines fp8_tile_defines(int tile) { return {{"FP8_SKINNY_M", std::to_string(tile)}}; }
-  // The same for the stream GEMM's modules (kernels/stream_gemm.cu), built for the architecture-
-  // specific target (sm_90a: wgmma and TMA).
-  static Defines stream_tile_defines(int tile);
-  // A module whose defines hold this name compiles for the device's architecture-specific target
-  // ("sm_90a"), the others for "sm_90": compile_arch() says which.
-  static constexpr const char* k_arch_specific_define = "FLARE_ARCH_SPECIFIC";
+  CUfunction function(const KernelModule& module, const std::string& entry) {
+    return function(module.source, entry, module.defines);
+  }
+  // "sm_90a" for a module with k_arch_specific_define, else the device's architecture.
   std::string compile_arch(const Defines& defines) const;
   // Whether the stream GEMM races here: on sm_90 unless options_.stream_gemm is off (for measuring
   // what it brings) or the package has no images of its modules. It decides whether the
@@ -178,6 +191,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Nvrtc> nvrtc_;                  // null when kernels come from a package
   KernelCache cache_;
   std::map<std::string, std::string> prebuilt_;  // module key -> CUBIN (package kernels)
+  ServingCatalog package_catalog_;               // built from a package: what it was checked against
   std::map<std::string, std::string> images_;    // module key -> CUBIN of every loaded module
   std::map<std::string, std::unique_ptr<Module>> modules_;  // by source name + defines
   std::map<std::string, CUfunction> functions_;             // by module key + entry

@@ -109,9 +109,7 @@ void CudaBackend::reserve_fp8_linear(std::int64_t max_cols) {
   if (!gemm_) fail(ExitCode::failure, "internal: FP8 weights on a CUDA backend without cuBLASLt");
   fp8_max_cols_ = std::max(fp8_max_cols_, max_cols);
   if (!gemm_->has_fp8_kernels()) {
-    std::vector<std::pair<std::string, Defines>> modules;
-    for (const int tile : Fp8Kernels::k_tiles) modules.push_back({k_fp8_linear_source, fp8_tile_defines(tile)});
-    precompile(modules);
+    precompile(fp8_linear_modules());
     gemm_->set_fp8_kernels(std::make_unique<Fp8Kernels>(
         [this](const std::string& entry, int tile) {
           return function(k_fp8_linear_source, entry, fp8_tile_defines(tile));

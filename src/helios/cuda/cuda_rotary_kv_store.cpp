@@ -64,10 +64,7 @@ void CudaBackend::rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, 
   int n_q = int(q.cols / head_dim), n_kv = l.n_kv_heads, f_rows = int(rope.inv_freq.rows);
   int layer_i = layer, n_pages = l.n_pages, page_size = l.page_size_tokens;
   float factor = rope.attention_factor;
-  const CUfunction f = function("rotary_kv_store", "flare_rotary_kv_store",
-                                {{"HEAD_DIM", std::to_string(head_dim)},
-                                 {"ROTARY_HALF", std::to_string(half)},
-                                 {"KV_FP8", l.dtype == DType::f8_e4m3 ? "1" : "0"}});
+  const CUfunction f = function(rotary_kv_store_module(head_dim, half, l.dtype), "flare_rotary_kv_store");
   const unsigned heads = unsigned(n_q + 2 * n_kv);
   launch(f, {.grid_x = unsigned(n), .grid_y = (heads + k_heads_per_cta - 1) / k_heads_per_cta, .block_x = 32 * k_heads_per_cta},
          {&q_ptr, &q_stride, &n_q, &k_ptr, &k_stride, &v_ptr, &v_stride, &n_kv, &qn_ptr, &kn_ptr, &eps, &f_ptr,

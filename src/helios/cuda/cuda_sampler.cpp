@@ -215,7 +215,7 @@ std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, std::span<co
     long long logits_stride = logits.stride, processed_stride = vocab;
     int vocab_i = vocab, slice = layout.slice, in_shared = layout.in_shared ? 1 : 0;
     const unsigned smem = layout.in_shared ? unsigned(layout.slice) * 4u : 0u;
-    const CUfunction f = function("sample", "flare_sample", sampler_defines(layout));
+    const CUfunction f = function(sampler_module(context_.device(), vocab, options_), "flare_sample");
     if (smem > 0 && sampler_smem_set_.insert(f).second) {  // once per function: the most any layout takes
       const int most = context_.device().max_shared_bytes_per_block - k_sample_static_smem;
       check(driver().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, most),

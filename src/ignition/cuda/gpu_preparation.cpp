@@ -5,9 +5,13 @@
 #include <cmath>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "helios/cuda/cuda_backend.h"
+#include "helios/cuda/kernel_catalog.h"
 #include "helios/gemm_tuning.h"
+#include "model/kernel_needs.h"
 #include "model/model.h"
 
 namespace flare::ignition {
@@ -21,6 +25,7 @@ struct GpuPreparation::State {
   std::unique_ptr<helios::cuda::CudaBackend> backend;
   std::unique_ptr<model::Model> model;
   helios::KvCache cache;
+  helios::ServingCatalog catalog;  // of the backend's platform and the model at these settings
   GpuPreparationCounts counts;
   std::size_t free_at_start = 0;
 
@@ -64,6 +69,13 @@ GpuPreparation::GpuPreparation(const model::ModelSpec& spec, const GpuPreparatio
   s.backend = std::make_unique<helios::cuda::CudaBackend>(options.device_index, options.kernel_cache_dir,
                                                           options.cuda_root);
   s.backend->set_gemm_effort(helios::parse_tune_effort(options.autotune_effort));
+  // What flare run serves: the package's decode buckets and prefill chunk over BF16 pages.
+  model::ServingSettings serving;
+  serving.decode_buckets.assign(options.buckets.begin(), options.buckets.end());
+  serving.prefill_chunk_tokens = options.prefill_chunk_tokens;
+  serving.page_size_tokens = options.page_size_tokens;
+  serving.kv_dtypes = {helios::DType::bf16};
+  s.catalog = helios::cuda::kernel_catalog(s.backend->platform(), model::kernel_needs(spec, serving));
   std::size_t total = 0;
   helios::cuda::check(helios::cuda::driver().mem_get_info(&s.free_at_start, &total), "cuMemGetInfo");
 }
@@ -74,6 +86,12 @@ std::string GpuPreparation::arch() const { return state_->backend->device().arch
 std::string GpuPreparation::device_name() const { return state_->backend->device().name; }
 std::string GpuPreparation::compiler() const { return state_->backend->compiler(); }
 const GpuPreparationCounts& GpuPreparation::counts() const { return state_->counts; }
+const helios::ServingCatalog& GpuPreparation::catalog() const { return state_->catalog; }
+
+void GpuPreparation::compile_catalog() {
+  State& s = *state_;
+  s.backend->precompile(helios::cuda::kernel_catalog_modules(s.catalog.platform, s.catalog.needs));
+}
 
 void GpuPreparation::load_weights(const model::PreparedLookup& lookup) {
   State& s = *state_;
@@ -159,17 +177,18 @@ void GpuPreparation::compile_forwards() {
 void GpuPreparation::capture_graphs() {
   State& s = *state_;
   if (!s.model) fail(ExitCode::failure, "internal: capture_graphs before load_weights");
-  // Proves every decode bucket and the prefill chunk capture on this GPU; flare run captures its
-  // own from the catalog (a graph belongs to the process that built it). The last page is the
-  // capture's scratch page.
+  // Proves every graph of the catalog captures on this GPU; flare run captures its own from the
+  // same shapes (a graph belongs to the process that built it). The last page is the capture's
+  // scratch page.
   const std::int32_t scratch_page = s.cache.layout.n_pages - 1;
-  if (s.options.prefill_chunk_tokens >= 2) {
-    for (const std::int32_t n_logits : {0, 1}) {
-      if (!s.model->capture_prefill_graph(s.options.prefill_chunk_tokens, n_logits, s.cache, scratch_page)) break;
-    }
+  for (const helios::StepShape& shape : s.catalog.graphs) {
+    if (shape.kv_dtype != s.cache.layout.dtype) continue;
+    const bool captured = shape.is_decode()
+                              ? s.model->capture_decode_graph(shape.n_rows, s.cache, scratch_page)
+                              : s.model->capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, s.cache,
+                                                               scratch_page);
+    if (!captured) break;  // the backend has no graphs
   }
-  for (std::uint32_t bucket : s.options.buckets)
-    if (!s.model->capture_decode_graph(std::int32_t(bucket), s.cache, scratch_page)) break;
   s.counts.n_graphs = s.model->n_decode_graphs();
   s.counts.n_prefill_graphs = s.model->n_prefill_graphs();
 }
@@ -180,7 +199,26 @@ std::uint64_t GpuPreparation::device_bytes_in_use() const {
   return state_->free_at_start > free_now ? state_->free_at_start - free_now : 0;
 }
 
-std::map<std::string, std::string> GpuPreparation::kernel_images() const { return state_->backend->loaded_images(); }
+std::map<std::string, std::string> GpuPreparation::kernel_images() const {
+  const State& s = *state_;
+  const std::map<std::string, std::string>& loaded = s.backend->loaded_images();
+  std::vector<std::string> beyond;
+  for (const auto& [key, image] : loaded) {
+    if (!std::ranges::binary_search(s.catalog.modules, key)) beyond.push_back(key);
+  }
+  if (!beyond.empty()) {
+    fail(ExitCode::failure, "internal: the warm-up forwards on {} loaded {} kernel module{} the kernel catalog does "
+         "not list (kernel_catalog.h misses a launch): {}", s.backend->device().arch(), beyond.size(),
+         beyond.size() == 1 ? "" : "s", fmt::join(beyond, "; "));
+  }
+  std::map<std::string, std::string> images;
+  for (const std::string& key : s.catalog.modules) {
+    const auto it = loaded.find(key);
+    if (it == loaded.end()) fail(ExitCode::failure, "internal: catalog module '{}' was never compiled", key);
+    images.emplace(key, it->second);
+  }
+  return images;
+}
 
 std::string GpuPreparation::gemm_tuning_table() const {
   const State& s = *state_;

@@ -255,6 +255,6 @@ std::unique_ptr<helios::StepProgram> program(const ModelSpec& spec, helios::Back
 }  // namespace
 
 extern const Architecture k_gemma3{"Gemma3ForCausalLM", configure, weight_table, paged_kv_history, plan_arena,
-                                 program};
+                                 program, paged_attention_kernel_needs};
 
 }  // namespace flare::model

@@ -4,6 +4,7 @@
 
 #include "model/architectures/config_context.h"
 #include "model/architectures/dense_decoder.h"
+#include "model/blocks.h"
 
 namespace flare::model {
 namespace {
@@ -20,6 +21,6 @@ void configure(const ConfigContext& config, ModelSpec& spec) {
 }  // namespace
 
 extern const Architecture k_llama{"LlamaForCausalLM", configure, dense_weight_table, dense_history,
-                                  dense_plan_arena, dense_program};
+                                  dense_plan_arena, dense_program, paged_attention_kernel_needs};
 
 }  // namespace flare::model

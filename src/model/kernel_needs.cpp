@@ -1,0 +1,33 @@
+// A model's kernel needs (see kernel_needs.h).
+#include "model/kernel_needs.h"
+
+#include <algorithm>
+
+#include "model/architecture.h"
+
+namespace flare::model {
+namespace {
+
+template <typename T>
+void sort_unique(std::vector<T>& values) {
+  std::ranges::sort(values);
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+}
+
+}  // namespace
+
+helios::KernelNeeds kernel_needs(const ModelSpec& spec, const ServingSettings& serving) {
+  helios::KernelNeeds needs;
+  architecture_of(spec).kernel_needs(spec, needs);
+  sort_unique(needs.attention);
+  needs.vocab_size = spec.vocab_size;
+  needs.kv_dtypes = serving.kv_dtypes;
+  sort_unique(needs.kv_dtypes);
+  needs.page_size_tokens = serving.page_size_tokens;
+  needs.decode_buckets = serving.decode_buckets;
+  sort_unique(needs.decode_buckets);
+  needs.prefill_chunk_tokens = serving.prefill_chunk_tokens;
+  return needs;
+}
+
+}  // namespace flare::model
