@@ -59,7 +59,8 @@ CudaBackend::CudaBackend(int device_index, const std::filesystem::path& kernel_c
   const Defines sample_defines = sampler_defines(sampler_layout(context_.device(), 1, options_));
   std::vector<std::pair<std::string, Defines>> modules = {{"embedding", {}}, {"rms_norm", {}}, {"swiglu", {}},
                                                           {"linear", {}},    {"gather_rows", {}},
-                                                          {"scale", {}},     {"sample", sample_defines}};
+                                                          {"scale", {}},     {"sample", sample_defines},
+                                                          {"moe_router", {}}, {"moe_experts", {}}};
   if (cublaslt_) {
     modules.push_back({"bias_add", {}});
     for (const int tile : SkinnyGemm::k_tiles) modules.push_back({k_skinny_gemm_source, skinny_tile_defines(tile)});
