@@ -4,9 +4,10 @@
 // - router_topk for 4..128 experts, top 1..8, with and without renormalization: the same ids, and
 //   weights within F32 rounding; ties (equal logits) go to the lower index;
 // - moe_experts for 1..300 tokens, top 1..8, 4..128 experts, inter 64 and 768, hidden 64 and 2048,
-//   SwiGLU and GeGLU, on both kernel paths (the GEMVs up to 64 pairs, the tensor-core GEMMs above);
-//   a step where every token picks the same experts, and one where two experts of 128 get every
-//   token; within BF16 tolerances of the CPU's F32 products;
+//   SwiGLU and GeGLU, on both kernel paths (the GEMVs up to max(64, 2 E) pairs, the tensor-core
+//   GEMMs above; each forced at every size on the Qwen3-30B-A3B shape); a step where every token
+//   picks the same experts, and one where two experts of 128 get every token; within BF16
+//   tolerances of the CPU's F32 products;
 // - a captured router_topk + moe_experts replayed after the logits changed (another routing, the
 //   same shapes) writes the eager run's bits.
 // Prints max errors and, for information, the time of the Qwen3-30B-A3B experts shape.
@@ -125,8 +126,12 @@ class CudaMoe : public BackendVersusCpuTest {
 
   // moe_experts of x [n, hidden] under `routing` on both backends; returns the GPU's output and
   // checks it against the CPU's.
+  // `on`: another CUDA backend of the device (the stacks and routing are gpu_'s memory).
   std::vector<float> check_experts(const ExpertStacks& s, const std::vector<std::uint16_t>& x, const Routing& r,
-                                   std::int64_t n, std::int64_t k, const std::string& label) {
+                                   std::int64_t n, std::int64_t k, const std::string& label,
+                                   cuda::CudaBackend* on = nullptr) {
+    cuda::CudaBackend& gpu = on ? *on : *gpu_;
+    gpu_->synchronize();  // the stacks and routing were uploaded on gpu_'s stream
     const std::int64_t hidden = s.hidden, inter = s.inter, pairs = n * k;
     const Matrix cx = host_f32(cpu_, x, n, hidden);
     const Matrix c_gu = host_f32(cpu_, {}, pairs, 2 * inter), c_act = host_f32(cpu_, {}, pairs, inter),
@@ -134,17 +139,17 @@ class CudaMoe : public BackendVersusCpuTest {
     cpu_.moe_experts(cx.t, r.cpu_ids.t, r.cpu_weights.t, s.cpu, {c_gu.t, c_act.t, c_eo.t}, c_out.t);
     const std::vector<float> want = host_values(c_out);
 
-    const Matrix gx = device_bf16(*gpu_, x, n, hidden, hidden + 8);
-    const Matrix g_gu = device_bf16(*gpu_, {}, pairs, 2 * inter, 2 * inter),
-                 g_act = device_bf16(*gpu_, {}, pairs, inter, inter + 8),
-                 g_eo = device_bf16(*gpu_, {}, pairs, hidden, hidden + 8),
-                 g_out = device_bf16(*gpu_, {}, n, hidden, hidden + 8);
-    gpu_->moe_experts(gx.t, r.gpu_ids.t, r.gpu_weights.t, s.gpu, {g_gu.t, g_act.t, g_eo.t}, g_out.t);
-    const std::vector<float> got = device_values(*gpu_, g_out);
+    const Matrix gx = device_bf16(gpu, x, n, hidden, hidden + 8);
+    const Matrix g_gu = device_bf16(gpu, {}, pairs, 2 * inter, 2 * inter),
+                 g_act = device_bf16(gpu, {}, pairs, inter, inter + 8),
+                 g_eo = device_bf16(gpu, {}, pairs, hidden, hidden + 8),
+                 g_out = device_bf16(gpu, {}, n, hidden, hidden + 8);
+    gpu.moe_experts(gx.t, r.gpu_ids.t, r.gpu_weights.t, s.gpu, {g_gu.t, g_act.t, g_eo.t}, g_out.t);
+    const std::vector<float> got = device_values(gpu, g_out);
     float max_ref = 0.0f;
     for (const float v : want) max_ref = std::max(max_ref, std::fabs(v));
     // Four bf16 roundings on the way (gate/up, act, expert rows, out) against F32 throughout.
-    expect_close(label, got, want, 0.02f * max_ref, 0.02f);
+    expect_close(fmt::format("{} |ref|<{:.2f}", label, max_ref), got, want, 0.02f * max_ref, 0.02f);
     return got;
   }
 
@@ -216,20 +221,35 @@ TEST_F(CudaMoe, Qwen3MoeShape) {
   const ExpertStacks s = make_experts(128, 768, 2048, GatedActivation::silu);
   run_cases(s, {{1, 8}, {3, 8}, {16, 8}, {300, 8}});
 
-  // Timing (informational): the experts of one layer, routed at random.
-  for (const std::int64_t n : {1, 8, 16, 64, 300}) {
+  // Each path forced at every size (backends built with the GEMVs never or always taken) against
+  // the CPU, then (informational) the time of each on the experts of one layer, routed at random.
+  std::string reason;
+  const auto mma = try_cuda_backend(&reason, {.moe_gemv_max_pairs = 0});
+  const auto gemv = try_cuda_backend(&reason, {.moe_gemv_max_pairs = 1 << 30});
+  ASSERT_TRUE(mma && gemv) << reason;
+  const std::vector<std::pair<const char*, cuda::CudaBackend*>> paths = {
+      {"default", gpu_.get()}, {"mma", mma.get()}, {"gemv", gemv.get()}};
+  for (const std::int64_t n : {1, 16, 300}) {
+    const Routing r = route(random_logits(n, 128), n, 128, 8, true, fmt::format("forced n {}", n));
+    const auto x = random_bf16(std::size_t(n * 2048), 1.0f);
+    check_experts(s, x, r, n, 8, fmt::format("n {} k 8 E 128 forced mma", n), mma.get());
+    check_experts(s, x, r, n, 8, fmt::format("n {} k 8 E 128 forced gemv", n), gemv.get());
+  }
+  for (const std::int64_t n : {1, 4, 8, 16, 32, 64, 300}) {
     const std::int32_t k = 8;
     const Routing r = route(random_logits(n, 128), n, 128, k, true, fmt::format("timing n {}", n));
-    const Matrix gx = device_bf16(*gpu_, random_bf16(std::size_t(n * 2048), 1.0f), n, 2048, 2048);
-    const Matrix gu = device_bf16(*gpu_, {}, n * k, 2 * 768, 2 * 768), act = device_bf16(*gpu_, {}, n * k, 768, 768),
-                 eo = device_bf16(*gpu_, {}, n * k, 2048, 2048), out = device_bf16(*gpu_, {}, n, 2048, 2048);
-    const float ms = stream_time_ms(
-        *gpu_, [&] { gpu_->moe_experts(gx.t, r.gpu_ids.t, r.gpu_weights.t, s.gpu, {gu.t, act.t, eo.t}, out.t); }, 20);
     const std::vector<std::int32_t> chosen = cpu_ids(r.cpu_ids);
     const std::set<std::int32_t> distinct(chosen.begin(), chosen.end());
     const double bytes = double(distinct.size()) * (3.0 * 768 * 2048 * 2);
-    std::printf("[ timing   ] qwen3-30b experts n=%3lld: %8.1f us, %3zu experts, %.0f GB/s of their weights\n",
-                static_cast<long long>(n), ms * 1e3, distinct.size(), bytes / (ms * 1e-3) / 1e9);
+    for (const auto& [name, gpu] : paths) {
+      const Matrix gx = device_bf16(*gpu, random_bf16(std::size_t(n * 2048), 1.0f), n, 2048, 2048);
+      const Matrix gu = device_bf16(*gpu, {}, n * k, 2 * 768, 2 * 768), act = device_bf16(*gpu, {}, n * k, 768, 768),
+                   eo = device_bf16(*gpu, {}, n * k, 2048, 2048), out = device_bf16(*gpu, {}, n, 2048, 2048);
+      const float ms = stream_time_ms(
+          *gpu, [&] { gpu->moe_experts(gx.t, r.gpu_ids.t, r.gpu_weights.t, s.gpu, {gu.t, act.t, eo.t}, out.t); }, 20);
+      std::printf("[ timing   ] qwen3-30b experts %-7s n=%3lld: %8.1f us, %3zu experts, %.0f GB/s of their weights\n",
+                  name, static_cast<long long>(n), ms * 1e3, distinct.size(), bytes / (ms * 1e-3) / 1e9);
+    }
   }
 }
 
@@ -238,12 +258,13 @@ TEST_F(CudaMoe, EveryTokenPicksTheSameExperts) {
   for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int32_t>>{{1, 1}, {16, 2}, {64, 4}, {300, 2}}) {
     std::vector<float> logits = random_f32(std::size_t(n * 16), -1.0f, 1.0f);
     for (std::int64_t t = 0; t < n; ++t) {
-      for (std::int32_t j = 0; j < k; ++j) logits[std::size_t(t * 16 + 5 + 3 * j)] += 20.0f - float(j);
+      // Gaps of 4 over noise of width 2: slot j is expert 5 + 3 j for every token.
+      for (std::int32_t j = 0; j < k; ++j) logits[std::size_t(t * 16 + 5 + 3 * j)] += 20.0f - 4.0f * float(j);
     }
     const std::string label = fmt::format("same experts n {} k {}", n, k);
     const Routing r = route(logits, n, 16, k, true, label);
     const std::vector<std::int32_t> ids = cpu_ids(r.cpu_ids);
-    EXPECT_EQ(ids[std::size_t((n - 1) * k)], 5) << label;
+    for (std::size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], 5 + 3 * std::int32_t(i % std::size_t(k))) << label;
     check_experts(s, random_bf16(std::size_t(n * 2048), 1.0f), r, n, k, label);
   }
 }

@@ -3,8 +3,8 @@
 //   - moe_experts: kernels/moe_experts.cu: an align kernel groups the (token, slot) pairs by expert
 //     into tiles in a device workspace, then gate_up (with the activation in its epilogue) and down
 //     run as grouped products over those tiles, and a combine kernel sums each token's slots.
-//     Up to k_moe_gemv_max_pairs pairs (decode) the products are warp-per-column GEMVs over tiles
-//     of 8 rows, bound by streaming each chosen expert's weights once; above, tensor-core GEMMs
+//     Up to options_.moe_gemv_max_pairs pairs (by default max(64, 2 n_experts): decode and small
+//     batches, a tile or two per expert) the products are warp-per-column GEMVs over tiles of 8 rows, bound by streaming each chosen expert's weights once; above, tensor-core GEMMs
 //     over tiles of 64 rows.
 // Every grid depends only on n_tokens, top_k, n_experts and the weight shapes: the product grids
 // have the worst-case tile count and the CTAs past the step's tiles return, so a captured step
@@ -19,8 +19,6 @@
 namespace flare::helios::cuda {
 namespace {
 
-// The pair count up to which moe_experts takes the GEMV kernels (a shape-only choice).
-constexpr std::int64_t k_moe_gemv_max_pairs = 64;
 constexpr std::int64_t k_moe_gemv_rows = 8;    // k_gemv_rows of moe_experts.cu
 constexpr std::int64_t k_moe_mma_rows = 64;    // k_mma_m
 constexpr std::int64_t k_moe_mma_gate_cols = 64, k_moe_mma_down_cols = 128;
@@ -138,7 +136,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   expect_chunked(scratch.expert_out, "moe expert_out scratch");
   if (n == 0 || k == 0) return;
 
-  const bool gemv = pairs <= k_moe_gemv_max_pairs;
+  const std::int64_t gemv_max_pairs = options_.moe_gemv_max_pairs >= 0 ? options_.moe_gemv_max_pairs
+                                                                       : std::max<std::int64_t>(64, 2 * n_experts);
+  const bool gemv = pairs <= gemv_max_pairs;
   const std::int64_t tile_rows = gemv ? k_moe_gemv_rows : k_moe_mma_rows;
   const std::int64_t n_tiles = max_tiles(pairs, n_experts, tile_rows);
   if (n_tiles > 65535) fail(ExitCode::failure, "internal: cuda moe_experts of {} pairs: {} tiles", pairs, n_tiles);
