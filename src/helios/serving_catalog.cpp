@@ -90,6 +90,7 @@ KernelNeeds needs_parse(const Reader& r) {
                            a.int32("head_dim", 1, 65536), a.int32("rotary_half", 1, 32768)});
   }
   n.fp8_linears = r.boolean("fp8_linears");
+  n.mixture_of_experts = r.boolean("mixture_of_experts");
   n.vocab_size = r.int32("vocab_size", 1, k_max_int);
   const json& kv = r.array("kv_dtypes");
   for (std::size_t i = 0; i < kv.size(); ++i) n.kv_dtypes.push_back(r.kv_dtype(kv[i], fmt::format("needs.kv_dtypes[{}]", i)));
@@ -192,6 +193,7 @@ std::string serving_catalog_serialize(const ServingCatalog& c) {
       {"needs",
        {{"attention", attention},
         {"fp8_linears", n.fp8_linears},
+        {"mixture_of_experts", n.mixture_of_experts},
         {"vocab_size", n.vocab_size},
         {"kv_dtypes", kv},
         {"page_size_tokens", n.page_size_tokens},
@@ -257,6 +259,8 @@ std::vector<std::string> serving_catalog_differences(const ServingCatalog& recor
   differ(x.attention != y.attention, "attention", list_text(x.attention, attention_text),
          list_text(y.attention, attention_text));
   differ(x.fp8_linears != y.fp8_linears, "FP8 projections", yes_no(x.fp8_linears), yes_no(y.fp8_linears));
+  differ(x.mixture_of_experts != y.mixture_of_experts, "mixture of experts", yes_no(x.mixture_of_experts),
+         yes_no(y.mixture_of_experts));
   differ(x.vocab_size != y.vocab_size, "vocabulary", std::to_string(x.vocab_size), std::to_string(y.vocab_size));
   const auto dtype_text = [](DType d) { return std::string(dtype_name(d)); };
   differ(x.kv_dtypes != y.kv_dtypes, "KV dtypes", list_text(x.kv_dtypes, dtype_text), list_text(y.kv_dtypes, dtype_text));

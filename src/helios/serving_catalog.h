@@ -41,6 +41,7 @@ struct AttentionNeeds {
 struct KernelNeeds {
   std::vector<AttentionNeeds> attention;     // distinct, ascending
   bool fp8_linears = false;                  // projections whose weights may stay FP8
+  bool mixture_of_experts = false;           // router_topk and moe_experts
   std::int32_t vocab_size = 0;
   std::vector<DType> kv_dtypes;              // KV page dtypes served, distinct, ascending
   std::int32_t page_size_tokens = 0;

@@ -115,6 +115,11 @@ void paged_attention_kernel_needs(const ModelSpec& spec, helios::KernelNeeds& ne
   needs.fp8_linears = needs.fp8_linears || spec.quantization.fp8;
 }
 
+void moe_kernel_needs(const ModelSpec& spec, helios::KernelNeeds& needs) {
+  paged_attention_kernel_needs(spec, needs);
+  needs.mixture_of_experts = true;
+}
+
 void paged_kv_check(const ModelSpec& spec, const helios::KvCacheLayout& layout) {
   if (layout.n_layers != spec.n_layers || layout.n_kv_heads != spec.n_kv_heads || layout.head_dim != spec.head_dim) {
     fail(ExitCode::failure, "internal: KV cache layout does not match the model");

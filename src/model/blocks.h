@@ -61,5 +61,7 @@ void paged_kv_check(const ModelSpec& spec, const helios::KvCacheLayout& layout);
 // The kernel needs of a program whose every layer runs rotary_kv_store and attention at the spec's
 // heads (its windows are launch arguments), with FP8 projections where the checkpoint is FP8.
 void paged_attention_kernel_needs(const ModelSpec& spec, helios::KernelNeeds& needs);
+// The same and the mixture-of-experts kernels.
+void moe_kernel_needs(const ModelSpec& spec, helios::KernelNeeds& needs);
 
 }  // namespace flare::model

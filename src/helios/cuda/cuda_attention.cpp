@@ -52,6 +52,7 @@ void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, 
 
 void CudaBackend::attention(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
   const KvCacheLayout& l = cache.layout;
+  if (!p.sinks.empty()) fail_usage("the CUDA backend's attention does not take attention sinks yet (gpt-oss)");
   if (l.dtype != DType::bf16 && l.dtype != DType::f8_e4m3) {
     fail_usage("the CUDA backend reads KV pages as bf16 or f8_e4m3, not {}", dtype_name(l.dtype));
   }

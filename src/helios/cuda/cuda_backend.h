@@ -142,6 +142,11 @@ class CudaBackend final : public Backend {
   // The streaming GEMM with SwiGLU in its epilogue where its race wins (gemm_runner.h), else the two.
   void linear_swiglu(const Tensor& x, const Tensor& weight, Tensor gate_up, Tensor out) override;
   void gather_logit_rows(const Tensor& x, Tensor out) override;
+  // Mixture of experts (cuda_moe.cpp): routing-independent launch shapes, so captured steps replay
+  // for any routing.
+  void router_topk(const Tensor& logits, const RouterParams& params, Tensor ids, Tensor weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                   const MoeScratch& scratch, Tensor out) override;
   // On the device (cuda_sampler.cpp); rows it cannot handle go to the host default.
   std::vector<SampledToken> sample(const Tensor& logits, std::span<const SampleRequest> requests) override;
   void reserve_sampling(std::int32_t max_rows, std::int32_t vocab_size) override;
@@ -237,6 +242,11 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLt> cublaslt_;
   std::unique_ptr<GemmRunner> gemm_;
   GemmTuning gemm_tuning_;
+
+  // moe_experts' device workspace (tiles, sorted pairs, pair rows), grown outside captures for
+  // n_tokens x top_k pairs over n_experts; a move bumps graph_generation_.
+  void reserve_moe_workspace(std::int64_t n_tokens, std::int64_t top_k, std::int64_t n_experts);
+  std::unique_ptr<DeviceMemory> moe_workspace_;
 
   std::unique_ptr<SamplerScratch> sampler_;  // device sampling buffers: reserve_sampling() or the first sample()
 

@@ -54,6 +54,12 @@ struct CudaBackendOptions {
   // shared memory (the path of vocabularies too large for it; the same module, a launch argument).
   // Default false; tests set it.
   bool sampler_global_slices = false;
+  // moe_experts takes the grouped GEMV kernels for steps of up to this many (token, slot) pairs and
+  // the tensor-core grouped GEMMs above (a shape-only choice, so graphs replay). Default -1: up to
+  // max(64, 2 x the expert count) pairs, where the GEMVs won on an H200 (Qwen3-30B-A3B's experts: to
+  // 32 tokens x 8 slots); tests and measurements set 0 (always the GEMMs) or a large count (always
+  // the GEMVs).
+  long long moe_gemv_max_pairs = -1;
 };
 
 }  // namespace flare::helios::cuda

@@ -51,6 +51,8 @@ std::vector<KernelModule> fixed_modules(const DeviceInfo& device, const CudaBack
   return modules;
 }
 
+std::vector<KernelModule> moe_modules() { return {{"moe_router", {}}, {"moe_experts", {}}}; }
+
 std::vector<KernelModule> fp8_linear_modules() {
   std::vector<KernelModule> modules;
   for (const int tile : Fp8Kernels::k_tiles) modules.push_back({k_fp8_linear_source, fp8_tile_defines(tile)});
@@ -159,6 +161,9 @@ std::vector<KernelModule> kernel_catalog_modules(const KernelPlatform& platform,
   // FP8 weights stay FP8 only where cuBLASLt has an FP8 GEMM for them (supports_fp8_weights).
   if (needs.fp8_linears && platform.cublaslt) {
     for (KernelModule& m : fp8_linear_modules()) modules.push_back(std::move(m));
+  }
+  if (needs.mixture_of_experts) {
+    for (KernelModule& m : moe_modules()) modules.push_back(std::move(m));
   }
   // Serving reaches both attention paths on every KV dtype: decode steps (one token a row) and any
   // other step (a prompt chunk, a mixed step).

@@ -48,6 +48,8 @@ Defines fp8_tile_defines(int tile);
 // sampler for this device and options, and, with cuBLASLt, the bias add and the skinny GEMM's tiles
 // (with the stream GEMM's tiles where it races). swiglu.cu also holds GeGLU and scale.cu the soft
 // cap, so no operation beyond these needs a module of its own except those below.
+// The mixture-of-experts modules (router_topk, moe_experts: cuda_moe.cpp), without defines.
+std::vector<KernelModule> moe_modules();
 std::vector<KernelModule> fixed_modules(const DeviceInfo& device, const CudaBackendOptions& options, bool cublaslt,
                                         bool stream_gemm);
 // The FP8-weight GEMMs' tiles (reserve_fp8_linear, once FP8 weights are loaded).

@@ -93,6 +93,6 @@ WeightTable weight_table(const ModelSpec& spec) {
 }  // namespace
 
 extern const Architecture k_gpt_oss{"GptOssForCausalLM", configure, weight_table, moe_history, moe_plan_arena,
-                                    moe_program};
+                                    moe_program, moe_kernel_needs};
 
 }  // namespace flare::model

@@ -5,6 +5,7 @@
 
 #include "model/architectures/config_context.h"
 #include "model/architectures/moe_decoder.h"
+#include "model/blocks.h"
 
 namespace flare::model {
 namespace {
@@ -31,6 +32,6 @@ WeightTable weight_table(const ModelSpec& spec) { return moe_weight_table(spec, 
 }  // namespace
 
 extern const Architecture k_mixtral{"MixtralForCausalLM", configure, weight_table, moe_history, moe_plan_arena,
-                                    moe_program};
+                                    moe_program, moe_kernel_needs};
 
 }  // namespace flare::model

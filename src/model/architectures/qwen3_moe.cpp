@@ -10,6 +10,7 @@
 
 #include "model/architectures/config_context.h"
 #include "model/architectures/moe_decoder.h"
+#include "model/blocks.h"
 
 namespace flare::model {
 namespace {
@@ -58,6 +59,6 @@ WeightTable weight_table(const ModelSpec& spec) { return moe_weight_table(spec, 
 }  // namespace
 
 extern const Architecture k_qwen3_moe{"Qwen3MoeForCausalLM", configure, weight_table, moe_history, moe_plan_arena,
-                                      moe_program};
+                                    moe_program, moe_kernel_needs};
 
 }  // namespace flare::model

@@ -45,7 +45,7 @@ TEST(CudaKernels, EmbeddedSourcesAreComplete) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"attention", "attention_decode", "attention_prefill", "bias_add",
                                             "embedding", "fill_random", "fp8_linear", "gather_rows", "head_rms_norm", "linear",
-                                            "rms_norm", "rotary", "rotary_kv_store", "sample", "scale", "skinny_gemm",
+                                            "moe_experts", "moe_router", "rms_norm", "rotary", "rotary_kv_store", "sample", "scale", "skinny_gemm",
                                             "stream_gemm", "swiglu"}));
   EXPECT_EQ(embedded_kernel("rotary").name, "rotary");
   EXPECT_THROW(embedded_kernel("no_such_kernel"), Error);

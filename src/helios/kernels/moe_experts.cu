@@ -1,0 +1,509 @@
+// Mixture-of-experts MLP (Backend::moe_experts): out[t] = sum_j weights[t, j] * down[e] @
+// act(gate_up[e] @ x[t]), e = ids[t, j], bf16 activations and weights, F32 accumulation; each
+// expert's gate and up values are rounded to bf16 (linear's numerics), the activation is F32 math
+// rounded once (swiglu's), each expert's down row is rounded to bf16, and the weighted sum over
+// the slots is F32, rounded once.
+//
+// The host launches, in order, on a grid that depends only on the shapes (never on the routing, so
+// a captured step replays for any routing):
+//   flare_moe_experts_align: one CTA groups the n_tokens * top_k (token, slot) pairs by expert:
+//     sorted_pairs[r] (pair index t * top_k + j) with each expert's pairs consecutive, pair_pos[p]
+//     (the sorted row of pair p, -1 for an expert id outside 0..n_experts-1: that slot adds
+//     nothing), and work tiles of at most `tile_rows` consecutive sorted rows of one expert:
+//     tiles[0] = n_tiles, tile i at tiles[4 + 3 i] = (expert, first row, end row).
+//   gate_up then down, each a grouped product over the tiles; the grid's y is the worst-case tile
+//   count, ceil(pairs / tile_rows) + min(n_experts, pairs), and CTAs past n_tiles return at once:
+//     flare_moe_experts_mma_{gate_up,down}: tensor cores (mma.sync m16n8k16 bf16), tiles of 64
+//       rows, a 3-stage cp.async pipeline. gate_up gathers its A rows (x rows of the tile's
+//       tokens) through sorted_pairs, computes 64 gate and the 64 matching up columns and writes
+//       act rows (its epilogue applies the activation); down multiplies act rows by down[e] in
+//       128-column blocks and writes expert_out rows.
+//     flare_moe_experts_gemv_{gate_up,down}: the decode shapes (a few pairs): tiles of up to 8
+//       rows, a warp per output column (gate_up: its gate and up weight rows; down: two columns),
+//       each lane streaming 16-byte weight chunks past L1, so an expert's weights are read once
+//       per step however many of the tile's rows use them.
+//   flare_moe_experts_combine: out[t] = sum over slots, in slot order, of weight * expert_out row.
+// Rows of act and expert_out are sorted rows, not pair indices.
+//
+// Requires (the host checks): hidden % 8 == 0 and inter % 8 == 0; x, act, expert_out, out and the
+// weight stacks 16-byte aligned with row (and expert) strides multiples of 8 elements.
+// Defines: none.
+#include <cuda_bf16.h>
+
+// Programmatic dependent launch (sm_90+, when the host launches with it): the next kernel may start
+// launching once every CTA of this one has started, and this one waits for the previous kernel to
+// finish before touching global memory. Both are no-ops for a plain launch.
+__device__ __forceinline__ void flare_pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ float flare_round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+// act(gate) * up in F32 of the bf16-rounded gate and up (activation 0: silu, 1: gelu_tanh).
+__device__ __forceinline__ float flare_moe_act(int activation, float g, float u) {
+  g = flare_round_bf16(g);
+  u = flare_round_bf16(u);
+  if (activation == 1) {
+    const float k_sqrt_2_over_pi = 0.7978845608028654f;
+    return 0.5f * g * (1.0f + tanhf(k_sqrt_2_over_pi * (g + 0.044715f * g * g * g))) * u;
+  }
+  return g / (1.0f + expf(-g)) * u;
+}
+
+// A tile of the align kernel's list: expert and sorted rows [begin, end); false past n_tiles.
+struct FlareMoeTile {
+  int expert, begin, end;
+};
+__device__ __forceinline__ bool flare_moe_tile(const int* __restrict__ tiles, FlareMoeTile& tile) {
+  if (int(blockIdx.y) >= tiles[0]) return false;
+  const int* t = tiles + 4 + 3 * blockIdx.y;
+  tile.expert = t[0];
+  tile.begin = t[1];
+  tile.end = t[2];
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Align.
+
+constexpr int k_align_threads = 1024;
+
+// Dynamic shared memory: 2 * n_experts ints. grid 1, block k_align_threads.
+extern "C" __global__ void __launch_bounds__(k_align_threads)
+flare_moe_experts_align(const int* __restrict__ ids, long long ids_stride,  // [n_tokens, top_k]
+                        int n_tokens, int top_k, int n_experts, int tile_rows,
+                        int* __restrict__ tiles,         // [4 + 3 * max tiles]
+                        int* __restrict__ sorted_pairs,  // [n_tokens * top_k]
+                        int* __restrict__ pair_pos) {    // [n_tokens * top_k]
+  extern __shared__ int flare_align_smem[];
+  int* counts = flare_align_smem;              // [n_experts] pairs of each expert
+  int* cursor = flare_align_smem + n_experts;  // [n_experts] next free sorted row of each expert
+  __shared__ long long warp_sums[k_align_threads / 32];
+  __shared__ long long carry;  // rows (low 32 bits) and tiles (high) of the experts scanned so far
+  flare_pdl_enter();
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int n_pairs = n_tokens * top_k;
+  for (int e = tid; e < n_experts; e += k_align_threads) counts[e] = 0;
+  if (tid == 0) carry = 0;
+  __syncthreads();
+
+  // Counts, one shared atomic per expert a warp holds (a step where every pair picks one expert
+  // would otherwise serialize on one address).
+  for (int base = 0; base < n_pairs; base += k_align_threads) {
+    const int p = base + tid;
+    int e = p < n_pairs ? ids[(long long)(p / top_k) * ids_stride + p % top_k] : -1;
+    if (e < 0 || e >= n_experts) e = -1;
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    const int leader = __ffs(same) - 1;
+    if (e >= 0 && lane == leader) atomicAdd(&counts[e], __popc(same));
+  }
+  __syncthreads();
+
+  // Exclusive scan of (rows, tiles) over the experts, k_align_threads experts at a time; each
+  // expert's thread writes its tiles.
+  for (int base = 0; base < n_experts; base += k_align_threads) {
+    const int e = base + tid;
+    const int c = e < n_experts ? counts[e] : 0;
+    const int n_tiles = (c + tile_rows - 1) / tile_rows;
+    const long long v = ((long long)n_tiles << 32) | (long long)c;
+    long long inclusive = v;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const long long up = __shfl_up_sync(0xffffffffu, inclusive, o);
+      if (lane >= o) inclusive += up;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+      long long s = warp_sums[lane];
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const long long up = __shfl_up_sync(0xffffffffu, s, o);
+        if (lane >= o) s += up;
+      }
+      warp_sums[lane] = s;  // inclusive over warps
+    }
+    __syncthreads();
+    const long long exclusive = carry + inclusive - v + (warp > 0 ? warp_sums[warp - 1] : 0);
+    if (e < n_experts) {
+      const int row0 = int(exclusive & 0xffffffffll), tile0 = int(exclusive >> 32);
+      cursor[e] = row0;
+      for (int i = 0; i < n_tiles; ++i) {
+        int* t = tiles + 4 + 3 * (tile0 + i);
+        t[0] = e;
+        t[1] = row0 + i * tile_rows;
+        t[2] = min(row0 + (i + 1) * tile_rows, row0 + c);
+      }
+    }
+    __syncthreads();  // every thread read carry and warp_sums
+    if (tid == 0) carry += warp_sums[31];
+    __syncthreads();
+  }
+  if (tid == 0) tiles[0] = int(carry >> 32);
+
+  // Scatter: each pair takes the next row of its expert.
+  for (int base = 0; base < n_pairs; base += k_align_threads) {
+    const int p = base + tid;
+    int e = p < n_pairs ? ids[(long long)(p / top_k) * ids_stride + p % top_k] : -1;
+    if (e < 0 || e >= n_experts) e = -1;
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    const int leader = __ffs(same) - 1;
+    int first = 0;
+    if (e >= 0 && lane == leader) first = atomicAdd(&cursor[e], __popc(same));
+    first = __shfl_sync(0xffffffffu, first, leader);
+    if (p < n_pairs) {
+      if (e >= 0) {
+        const int pos = first + __popc(same & ((1u << lane) - 1u));
+        sorted_pairs[pos] = p;
+        pair_pos[p] = pos;
+      } else {
+        pair_pos[p] = -1;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core grouped GEMM.
+
+constexpr int k_mma_threads = 128;  // 4 warps, 2 x 2 over the tile
+constexpr int k_mma_m = 64;         // tile rows (pairs)
+constexpr int k_mma_n = 128;        // weight rows per CTA (gate_up: 64 gate + the 64 matching up)
+constexpr int k_mma_k = 32;         // k per stage
+constexpr int k_mma_stages = 3;
+constexpr int k_mma_lds = k_mma_k + 8;  // smem row stride (bf16): 80 bytes, ldmatrix conflict-free
+
+__device__ __forceinline__ unsigned flare_smem_address(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void flare_cp_async_16(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void flare_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void flare_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void flare_ldmatrix_x4(unsigned address, unsigned& r0, unsigned& r1, unsigned& r2,
+                                                  unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(address));
+}
+
+// d += a (16x16 bf16, row) * b (16x8 bf16, col), f32 accumulators.
+__device__ __forceinline__ void flare_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// First smem weight row of warp column wn's n8 tiles 2 jp and 2 jp + 1: gate_up: tiles 0-3 are gate
+// columns 32 wn.., tiles 4-7 the matching up columns (rows 64 + 32 wn..); down: columns 64 wn..
+template <bool GATE>
+__device__ __forceinline__ int flare_mma_b_row(int wn, int jp) {
+  return GATE ? (jp < 2 ? 32 * wn + 16 * jp : 64 + 32 * wn + 16 * (jp - 2)) : 64 * wn + 16 * jp;
+}
+
+// GATE: a = x [n_tokens, k_dim], rows gathered through sorted_pairs / top_k; w = gate_up stack,
+// n_out = inter; out = act rows. Else: a = act [pairs, k_dim] in sorted rows; w = down stack,
+// n_out = hidden; out = expert_out rows. grid (ceil(n_out / (GATE ? 64 : 128)), max tiles).
+template <bool GATE>
+__device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ a, long long a_stride,
+                                              const int* __restrict__ sorted_pairs, int top_k,
+                                              const int* __restrict__ tiles, const __nv_bfloat16* __restrict__ w,
+                                              long long w_stride, long long w_expert_stride, int n_out, int k_dim,
+                                              __nv_bfloat16* __restrict__ out, long long out_stride, int activation) {
+  __shared__ __align__(16) __nv_bfloat16 a_s[k_mma_stages][k_mma_m][k_mma_lds];
+  __shared__ __align__(16) __nv_bfloat16 b_s[k_mma_stages][k_mma_n][k_mma_lds];
+  __shared__ const __nv_bfloat16* a_rows[k_mma_m];
+  __shared__ const __nv_bfloat16* b_rows[k_mma_n];
+  flare_pdl_enter();
+  FlareMoeTile tile;
+  if (!flare_moe_tile(tiles, tile)) return;
+  const int count = tile.end - tile.begin;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / 2, wn = warp % 2;
+  const int n0 = blockIdx.x * (GATE ? k_mma_n / 2 : k_mma_n);
+  const __nv_bfloat16* w_e = w + (long long)tile.expert * w_expert_stride;
+
+  // Row addresses; null for rows past the tile or the matrix (loaded as zeros).
+  for (int r = tid; r < k_mma_m; r += k_mma_threads) {
+    const __nv_bfloat16* row = nullptr;
+    if (r < count) {
+      const long long src = GATE ? sorted_pairs[tile.begin + r] / top_k : tile.begin + r;
+      row = a + src * a_stride;
+    }
+    a_rows[r] = row;
+  }
+  for (int r = tid; r < k_mma_n; r += k_mma_threads) {
+    const int col = GATE ? n0 + (r % 64) : n0 + r;
+    const long long w_row = GATE ? (r < 64 ? col : n_out + col) : col;
+    b_rows[r] = col < n_out ? w_e + w_row * w_stride : nullptr;
+  }
+  __syncthreads();
+
+  const int n_k = (k_dim + k_mma_k - 1) / k_mma_k;
+  const auto load_stage = [&](int stage, int k0) {
+#pragma unroll
+    for (int i = 0; i < k_mma_m * (k_mma_k / 8) / k_mma_threads; ++i) {
+      const int c = tid + i * k_mma_threads, r = c / (k_mma_k / 8), col = k0 + (c % (k_mma_k / 8)) * 8;
+      const __nv_bfloat16* row = a_rows[r];
+      const bool valid = row && col < k_dim;
+      flare_cp_async_16(flare_smem_address(&a_s[stage][r][col - k0]), valid ? row + col : a, valid);
+    }
+#pragma unroll
+    for (int i = 0; i < k_mma_n * (k_mma_k / 8) / k_mma_threads; ++i) {
+      const int c = tid + i * k_mma_threads, r = c / (k_mma_k / 8), col = k0 + (c % (k_mma_k / 8)) * 8;
+      const __nv_bfloat16* row = b_rows[r];
+      const bool valid = row && col < k_dim;
+      flare_cp_async_16(flare_smem_address(&b_s[stage][r][col - k0]), valid ? row + col : w, valid);
+    }
+  };
+
+  float acc[2][8][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[mi][j][q] = 0.0f;
+    }
+  }
+
+#pragma unroll
+  for (int s = 0; s < k_mma_stages - 1; ++s) {
+    if (s < n_k) load_stage(s, s * k_mma_k);
+    flare_cp_async_commit();
+  }
+  for (int kt = 0; kt < n_k; ++kt) {
+    flare_cp_async_wait<k_mma_stages - 2>();
+    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free
+    const int next = kt + k_mma_stages - 1;
+    if (next < n_k) load_stage(next % k_mma_stages, next * k_mma_k);
+    flare_cp_async_commit();
+    const int st = kt % k_mma_stages;
+#pragma unroll
+    for (int kk = 0; kk < k_mma_k; kk += 16) {
+      unsigned af[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int r = wm * 32 + mi * 16 + lane % 16, c = kk + (lane / 16) * 8;
+        flare_ldmatrix_x4(flare_smem_address(&a_s[st][r][c]), af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+      }
+#pragma unroll
+      for (int jp = 0; jp < 4; ++jp) {
+        const int r = flare_mma_b_row<GATE>(wn, jp) + (lane & 7) + ((lane >> 4) << 3);
+        const int c = kk + ((lane >> 3) & 1) * 8;
+        unsigned b0, b1, b2, b3;
+        flare_ldmatrix_x4(flare_smem_address(&b_s[st][r][c]), b0, b1, b2, b3);
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          flare_mma(acc[mi][2 * jp], af[mi], b0, b1);
+          flare_mma(acc[mi][2 * jp + 1], af[mi], b2, b3);
+        }
+      }
+    }
+  }
+  flare_cp_async_wait<0>();
+
+  // Epilogue: fragment (mi, j) element q is row 16 mi + lane / 4 + 8 (q / 2), column 8 j + 2 (lane % 4) + q % 2.
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm * 32 + mi * 16 + lane / 4 + 8 * h;
+      if (r >= count) continue;
+      __nv_bfloat16* dst = out + (long long)(tile.begin + r) * out_stride;
+      if (GATE) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int col = n0 + 32 * wn + 8 * j + 2 * (lane % 4);
+          if (col >= n_out) continue;
+          const float v0 = flare_moe_act(activation, acc[mi][j][2 * h], acc[mi][j + 4][2 * h]);
+          const float v1 = flare_moe_act(activation, acc[mi][j][2 * h + 1], acc[mi][j + 4][2 * h + 1]);
+          *reinterpret_cast<__nv_bfloat162*>(dst + col) = __floats2bfloat162_rn(v0, v1);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int col = n0 + 64 * wn + 8 * j + 2 * (lane % 4);
+          if (col >= n_out) continue;
+          *reinterpret_cast<__nv_bfloat162*>(dst + col) = __floats2bfloat162_rn(acc[mi][j][2 * h], acc[mi][j][2 * h + 1]);
+        }
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(k_mma_threads)
+flare_moe_experts_mma_gate_up(const __nv_bfloat16* x, long long x_stride, const int* sorted_pairs, int top_k,
+                              const int* tiles, const __nv_bfloat16* w, long long w_stride, long long w_expert_stride,
+                              int inter, int hidden, __nv_bfloat16* act, long long act_stride, int activation) {
+  flare_moe_mma<true>(x, x_stride, sorted_pairs, top_k, tiles, w, w_stride, w_expert_stride, inter, hidden, act,
+                      act_stride, activation);
+}
+
+extern "C" __global__ void __launch_bounds__(k_mma_threads)
+flare_moe_experts_mma_down(const __nv_bfloat16* act, long long act_stride, const int* tiles, const __nv_bfloat16* w,
+                           long long w_stride, long long w_expert_stride, int hidden, int inter,
+                           __nv_bfloat16* expert_out, long long out_stride) {
+  flare_moe_mma<false>(act, act_stride, nullptr, 1, tiles, w, w_stride, w_expert_stride, hidden, inter, expert_out,
+                       out_stride, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grouped GEMV (decode).
+
+constexpr int k_gemv_threads = 256;  // 8 warps
+constexpr int k_gemv_rows = 8;       // tile rows (the host aligns with tile_rows 8)
+constexpr int k_gemv_unroll = 4;     // 16-byte chunks per weight row a lane loads before using them
+
+__device__ __forceinline__ uint4 flare_moe_load_w(const __nv_bfloat16* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float flare_lo(unsigned u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float flare_hi(unsigned u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ float flare_dot8(const float (&xf)[8], uint4 w, float acc) {
+  acc = fmaf(xf[0], flare_lo(w.x), acc);
+  acc = fmaf(xf[1], flare_hi(w.x), acc);
+  acc = fmaf(xf[2], flare_lo(w.y), acc);
+  acc = fmaf(xf[3], flare_hi(w.y), acc);
+  acc = fmaf(xf[4], flare_lo(w.z), acc);
+  acc = fmaf(xf[5], flare_hi(w.z), acc);
+  acc = fmaf(xf[6], flare_lo(w.w), acc);
+  acc = fmaf(xf[7], flare_hi(w.w), acc);
+  return acc;
+}
+
+// GATE: warp w of the CTA computes act column blockIdx.x * 8 + w (gate row c and up row n_out + c);
+// else columns 2 (blockIdx.x * 8 + w) and the next. grid (ceil(n_out / (GATE ? 8 : 16)), max tiles).
+template <bool GATE>
+__device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__ a, long long a_stride,
+                                               const int* __restrict__ sorted_pairs, int top_k,
+                                               const int* __restrict__ tiles, const __nv_bfloat16* __restrict__ w,
+                                               long long w_stride, long long w_expert_stride, int n_out, int k_dim,
+                                               __nv_bfloat16* __restrict__ out, long long out_stride, int activation) {
+  flare_pdl_enter();
+  FlareMoeTile tile;
+  if (!flare_moe_tile(tiles, tile)) return;
+  const int count = min(tile.end - tile.begin, k_gemv_rows);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int col = GATE ? blockIdx.x * (k_gemv_threads / 32) + warp : 2 * (blockIdx.x * (k_gemv_threads / 32) + warp);
+  if (col >= n_out) return;
+  const __nv_bfloat16* w_e = w + (long long)tile.expert * w_expert_stride;
+  const __nv_bfloat16* w_rows[2] = {w_e + (long long)col * w_stride,
+                                    w_e + (GATE ? (long long)(n_out + col) : (long long)min(col + 1, n_out - 1)) * w_stride};
+  const __nv_bfloat16* a_rows[k_gemv_rows];
+#pragma unroll
+  for (int g = 0; g < k_gemv_rows; ++g) {
+    const int r = tile.begin + min(g, count - 1);
+    a_rows[g] = a + (GATE ? (long long)(sorted_pairs[r] / top_k) : (long long)r) * a_stride;
+  }
+  float acc[k_gemv_rows][2];
+#pragma unroll
+  for (int g = 0; g < k_gemv_rows; ++g) acc[g][0] = acc[g][1] = 0.0f;
+
+  const int n_chunks = k_dim / 8;
+  for (int c0 = lane; c0 < n_chunks; c0 += 32 * k_gemv_unroll) {
+    uint4 wv[k_gemv_unroll][2];
+#pragma unroll
+    for (int u = 0; u < k_gemv_unroll; ++u) {
+      const int c = c0 + 32 * u;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wv[u][i] = c < n_chunks ? flare_moe_load_w(w_rows[i] + c * 8) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < k_gemv_unroll; ++u) {
+      const int c = c0 + 32 * u;
+      if (c >= n_chunks) break;
+#pragma unroll
+      for (int g = 0; g < k_gemv_rows; ++g) {
+        if (g >= count) break;
+        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a_rows[g] + c * 8));
+        const float xf[8] = {flare_lo(xv.x), flare_hi(xv.x), flare_lo(xv.y), flare_hi(xv.y),
+                             flare_lo(xv.z), flare_hi(xv.z), flare_lo(xv.w), flare_hi(xv.w)};
+        acc[g][0] = flare_dot8(xf, wv[u][0], acc[g][0]);
+        acc[g][1] = flare_dot8(xf, wv[u][1], acc[g][1]);
+      }
+    }
+  }
+  // Butterfly sums: every lane holds every total; lane g writes row g.
+#pragma unroll
+  for (int g = 0; g < k_gemv_rows; ++g) {
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+      acc[g][0] += __shfl_xor_sync(0xffffffffu, acc[g][0], o);
+      acc[g][1] += __shfl_xor_sync(0xffffffffu, acc[g][1], o);
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < k_gemv_rows; ++g) {
+    if (lane != g || g >= count) continue;
+    __nv_bfloat16* dst = out + (long long)(tile.begin + g) * out_stride + col;
+    if (GATE) {
+      dst[0] = __float2bfloat16(flare_moe_act(activation, acc[g][0], acc[g][1]));
+    } else {
+      dst[0] = __float2bfloat16(acc[g][0]);
+      if (col + 1 < n_out) dst[1] = __float2bfloat16(acc[g][1]);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(k_gemv_threads)
+flare_moe_experts_gemv_gate_up(const __nv_bfloat16* x, long long x_stride, const int* sorted_pairs, int top_k,
+                               const int* tiles, const __nv_bfloat16* w, long long w_stride, long long w_expert_stride,
+                               int inter, int hidden, __nv_bfloat16* act, long long act_stride, int activation) {
+  flare_moe_gemv<true>(x, x_stride, sorted_pairs, top_k, tiles, w, w_stride, w_expert_stride, inter, hidden, act,
+                       act_stride, activation);
+}
+
+extern "C" __global__ void __launch_bounds__(k_gemv_threads)
+flare_moe_experts_gemv_down(const __nv_bfloat16* act, long long act_stride, const int* tiles, const __nv_bfloat16* w,
+                            long long w_stride, long long w_expert_stride, int hidden, int inter,
+                            __nv_bfloat16* expert_out, long long out_stride) {
+  flare_moe_gemv<false>(act, act_stride, nullptr, 1, tiles, w, w_stride, w_expert_stride, hidden, inter, expert_out,
+                        out_stride, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Combine.
+
+constexpr int k_combine_threads = 128;
+
+// grid (n_tokens, ceil(hidden / 8 / k_combine_threads)): a thread per 8 columns of a token.
+extern "C" __global__ void __launch_bounds__(k_combine_threads)
+flare_moe_experts_combine(const __nv_bfloat16* __restrict__ expert_out, long long eo_stride,  // [pairs, hidden]
+                          const int* __restrict__ pair_pos,                                   // [pairs]
+                          const float* __restrict__ weights, long long weights_stride,        // [n_tokens, top_k]
+                          int top_k, int hidden, __nv_bfloat16* __restrict__ out, long long out_stride) {
+  flare_pdl_enter();
+  const long long t = blockIdx.x;
+  const int c = (blockIdx.y * k_combine_threads + threadIdx.x) * 8;
+  if (c >= hidden) return;
+  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int j = 0; j < top_k; ++j) {
+    const int pos = pair_pos[t * top_k + j];
+    if (pos < 0) continue;
+    const float wj = weights[t * weights_stride + j];
+    const uint4 v = *reinterpret_cast<const uint4*>(expert_out + (long long)pos * eo_stride + c);
+    acc[0] += wj * flare_lo(v.x);
+    acc[1] += wj * flare_hi(v.x);
+    acc[2] += wj * flare_lo(v.y);
+    acc[3] += wj * flare_hi(v.y);
+    acc[4] += wj * flare_lo(v.z);
+    acc[5] += wj * flare_hi(v.z);
+    acc[6] += wj * flare_lo(v.w);
+    acc[7] += wj * flare_hi(v.w);
+  }
+  uint4 o;
+  __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) o2[e] = __floats2bfloat162_rn(acc[2 * e], acc[2 * e + 1]);
+  *reinterpret_cast<uint4*>(out + t * out_stride + c) = o;
+}
