@@ -33,9 +33,12 @@ using helios::StepShape;
 
 constexpr std::int32_t k_page_size = 16, k_chunk = 48, k_pages = 96;
 
-ServingSettings serving() {
+// BF16 and FP8 KV pages, FP8 where the head size has the fast kernels (the plain one is BF16 only).
+ServingSettings serving(const ModelSpec& spec) {
+  std::vector<DType> kv = {DType::bf16};
+  if (helios::cuda::fast_attention_covers(spec.head_dim)) kv.push_back(DType::f8_e4m3);
   return {.decode_buckets = {1, 2, 4}, .prefill_chunk_tokens = k_chunk, .page_size_tokens = k_page_size,
-          .kv_dtypes = {DType::bf16, DType::f8_e4m3}};
+          .kv_dtypes = kv};
 }
 
 std::vector<std::string> fixture_names() {
@@ -154,7 +157,7 @@ TEST_P(CudaKernelCatalog, WarmUpLoadsExactlyTheCatalog) {
   if (dir.empty()) GTEST_SKIP() << "the demo model's assets are not restored";
   if (const std::string why = cuda_unsupported_fixture(dir); !why.empty()) GTEST_SKIP() << why;
   auto model = Model::load(dir, *backend);
-  const ServingCatalog catalog = helios::cuda::kernel_catalog(backend->platform(), kernel_needs(model->spec(), serving()));
+  const ServingCatalog catalog = helios::cuda::kernel_catalog(backend->platform(), kernel_needs(model->spec(), serving(model->spec())));
   warm_up_every_kv_dtype(*model, *backend, catalog);
   const std::vector<std::string> loaded = keys_of(backend->loaded_images());
   std::vector<std::string> beyond, unused;
@@ -175,15 +178,16 @@ TEST_P(CudaKernelCatalog, PackagedImagesServeAndAMissingModuleIsRefused) {
   if (dir.empty()) GTEST_SKIP() << "the demo model's assets are not restored";
   if (const std::string why = cuda_unsupported_fixture(dir); !why.empty()) GTEST_SKIP() << why;
   const ModelSpec spec = model_spec_load(dir);
-  const helios::KernelNeeds needs = kernel_needs(spec, serving());
+  const helios::KernelNeeds needs = kernel_needs(spec, serving(spec));
   const ServingCatalog catalog = helios::cuda::kernel_catalog(compiler->platform(), needs);
   compiler->precompile(helios::cuda::kernel_catalog_modules(catalog.platform, needs));
   std::map<std::string, std::string> images;
   for (const std::string& key : catalog.modules) images.emplace(key, compiler->loaded_images().at(key));
   compiler.reset();
 
-  // Without one decode-attention module: refused at construction, naming it.
-  const auto decode = std::ranges::find_if(catalog.modules, [](const std::string& k) { return k.starts_with("attention_decode"); });
+  // Without one attention module (decode attention, or the plain kernel for other head sizes):
+  // refused at construction, naming it.
+  const auto decode = std::ranges::find_if(catalog.modules, [](const std::string& k) { return k.starts_with("attention"); });
   ASSERT_NE(decode, catalog.modules.end());
   helios::cuda::PackageKernels lacking{.images = images, .needs = needs, .origin = "package under test",
                                        .recorded = catalog};

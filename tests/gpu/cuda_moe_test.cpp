@@ -73,10 +73,12 @@ class CudaMoe : public BackendVersusCpuTest {
     s.gpu_down = gpu_->allocate(dn * 2);
     gpu_->upload(*s.gpu_gate_up, 0, s.cpu_gate_up->data(), gu * 2);
     gpu_->upload(*s.gpu_down, 0, s.cpu_down->data(), dn * 2);
-    s.cpu = {Tensor::of_batched(*s.cpu_gate_up, DType::bf16, n_experts, 2 * inter, hidden),
-             Tensor::of_batched(*s.cpu_down, DType::bf16, n_experts, hidden, inter), act};
-    s.gpu = {Tensor::of_batched(*s.gpu_gate_up, DType::bf16, n_experts, 2 * inter, hidden),
-             Tensor::of_batched(*s.gpu_down, DType::bf16, n_experts, hidden, inter), act};
+    s.cpu.gate_up = Tensor::of_batched(*s.cpu_gate_up, DType::bf16, n_experts, 2 * inter, hidden);
+    s.cpu.down = Tensor::of_batched(*s.cpu_down, DType::bf16, n_experts, hidden, inter);
+    s.cpu.activation = act;
+    s.gpu.gate_up = Tensor::of_batched(*s.gpu_gate_up, DType::bf16, n_experts, 2 * inter, hidden);
+    s.gpu.down = Tensor::of_batched(*s.gpu_down, DType::bf16, n_experts, hidden, inter);
+    s.gpu.activation = act;
     return s;
   }
 
