@@ -23,7 +23,7 @@ std::vector<std::byte> to_bytes(const std::vector<T>& values) {
   return bytes;
 }
 
-// Each of n_batch matrices of `rows` rows of `row_bytes` bytes: interleaved row pairs (even, odd)
+// Each of n_batch matrices of `rows` rows of `row_elements` values: interleaved row pairs (even, odd)
 // put back as the even rows, then the odd ones.
 template <typename T>
 void deinterleave_rows(std::vector<T>& data, std::int64_t n_batch, std::int64_t rows, std::int64_t row_elements) {
