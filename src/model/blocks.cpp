@@ -100,6 +100,27 @@ void attention_core(helios::Backend& backend, const ModelSpec& spec, std::int32_
   backend.attention(cache, q, params, attn);
 }
 
+void project_residual_norm(helios::Backend& backend, float eps, const ResidualViews& v, const helios::Tensor& in,
+                           const Weight& w, const helios::Tensor& bias, const helios::Tensor& norm_weight) {
+  if (w.quant.format != helios::QuantizedWeight::Format::none || !bias.empty()) {
+    project(backend, in, w, bias.empty() ? nullptr : &bias, v.delta);
+    helios::Tensor residual = v.x;
+    backend.rms_norm(v.delta, &residual, norm_weight, eps, v.h);
+    return;
+  }
+  backend.linear_residual_rms_norm(in, w.values, v.delta, v.x, norm_weight, eps, v.h);
+}
+
+void swiglu_mlp_up(helios::Backend& backend, const helios::Tensor& h, const Weight& gate_up,
+                   const helios::Tensor& gate_up_scratch, const helios::Tensor& act) {
+  if (gate_up.quant.format != helios::QuantizedWeight::Format::none) {
+    project(backend, h, gate_up, nullptr, gate_up_scratch);
+    backend.swiglu(gate_up_scratch, act);
+  } else {
+    backend.linear_swiglu(h, gate_up.values, gate_up_scratch, act);
+  }
+}
+
 std::vector<helios::HistorySpec> paged_kv_history(const ModelSpec& spec) {
   std::vector<helios::HistorySpec> layers;
   for (const LayerSpec& layer : spec.layers) {

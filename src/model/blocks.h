@@ -54,6 +54,21 @@ void attention_core(helios::Backend& backend, const ModelSpec& spec, std::int32_
                     const helios::Tensor& h, const helios::Tensor& qkv, const helios::Tensor& attn,
                     helios::KvCache& cache, const helios::RotaryParams& rope);
 
+// The residual stream around a block's output: x [n_tokens, hidden], h its norm (the next block's
+// input), delta scratch for the block's output before the add.
+struct ResidualViews {
+  helios::Tensor x, h, delta;
+};
+// delta = in @ w^T (+ bias); x += delta; h = rms_norm(x) * norm_weight. One backend operation
+// (Backend::linear_residual_rms_norm) for BF16 weights without a bias, so a device backend may fuse
+// the GEMM's reduction into the norm; else the projection, then the norm.
+void project_residual_norm(helios::Backend& backend, float eps, const ResidualViews& v, const helios::Tensor& in,
+                           const Weight& w, const helios::Tensor& bias, const helios::Tensor& norm_weight);
+// act = silu(gate) * up of h @ gate_up^T: one backend operation (Backend::linear_swiglu) for BF16
+// weights, else the projection into `gate_up` scratch, then swiglu.
+void swiglu_mlp_up(helios::Backend& backend, const helios::Tensor& h, const Weight& gate_up,
+                   const helios::Tensor& gate_up_scratch, const helios::Tensor& act);
+
 // Paged K/V of n_kv_heads x head_dim for every layer, with each layer's window.
 std::vector<helios::HistorySpec> paged_kv_history(const ModelSpec& spec);
 // Throws unless `layout` is the cache paged_kv_history describes.

@@ -101,17 +101,10 @@ class DenseDecoder final : public helios::StepProgram {
     model::project(backend_, x, w, bias, out);
   }
 
-  // x @ weight^T (+ bias), then x += it and h = rms_norm(x) * norm_weight: one backend operation
-  // for BF16 weights without a bias (Backend::linear_residual_rms_norm), else the two.
+  // x @ weight^T (+ bias), then x += it and h = rms_norm(x) * norm_weight (blocks.h).
   void project_residual_norm(const Views& v, const Tensor& in, const Weight& w, const Tensor& bias,
                              const Tensor& norm_weight) {
-    if (w.values.dtype == DType::f8_e4m3 || !bias.empty()) {
-      project(in, w, bias.empty() ? nullptr : &bias, v.delta);
-      Tensor residual = v.x;
-      backend_.rms_norm(v.delta, &residual, norm_weight, spec_.rms_norm_eps, v.h);
-      return;
-    }
-    backend_.linear_residual_rms_norm(in, w.values, v.delta, v.x, norm_weight, spec_.rms_norm_eps, v.h);
+    model::project_residual_norm(backend_, spec_.rms_norm_eps, {v.x, v.h, v.delta}, in, w, bias, norm_weight);
   }
 
   void attention_block(const Views& v, std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope) {
@@ -123,12 +116,7 @@ class DenseDecoder final : public helios::StepProgram {
   // Ends with the residual add and `next_norm`, the norm of whatever reads x next.
   void mlp_block(const Views& v, std::int32_t layer, const Tensor& next_norm) {
     const DenseLayer& w = layers_[std::size_t(layer)];
-    if (w.gate_up.values.dtype == DType::f8_e4m3) {
-      project(v.h, w.gate_up, nullptr, v.gate_up);
-      backend_.swiglu(v.gate_up, v.act);
-    } else {
-      backend_.linear_swiglu(v.h, w.gate_up.values, v.gate_up, v.act);
-    }
+    swiglu_mlp_up(backend_, v.h, w.gate_up, v.gate_up, v.act);
     project_residual_norm(v, v.act, w.down, Tensor{}, next_norm);  // x += mlp; h = norm(x)
   }
 

@@ -115,7 +115,8 @@ class MoeDecoder final : public helios::StepProgram {
     for (std::int32_t layer = 0; layer < spec_.n_layers; ++layer) {
       const MoeLayer& w = layers_[std::size_t(layer)];
       attention_core(backend_, spec_, layer, w.attention, h, qkv, attn, cache, rope);
-      residual_norm(x, h, delta, attn, w.attention.o, w.attention.o_bias, w.post_norm);  // x += attention; h = norm(x)
+      project_residual_norm(backend_, spec_.rms_norm_eps, {x, h, delta}, attn, w.attention.o, w.attention.o_bias,
+                            w.post_norm);  // x += attention; h = norm(x)
       const bool last = layer + 1 == spec_.n_layers;
       const Tensor& next_norm = last ? final_norm_ : layers_[std::size_t(layer) + 1].input_norm;
       if (spec_.layers[std::size_t(layer)].experts) {
@@ -123,14 +124,9 @@ class MoeDecoder final : public helios::StepProgram {
         Tensor residual = x;
         backend_.rms_norm(delta, &residual, next_norm, spec_.rms_norm_eps, h);  // x += moe; h = norm(x)
       } else {
-        const Tensor gate_up = arena.view(gate_up_, n), act = arena.view(act_, n);
-        if (w.gate_up.quant.format != helios::QuantizedWeight::Format::none) {
-          project(backend_, h, w.gate_up, nullptr, gate_up);
-          backend_.swiglu(gate_up, act);
-        } else {
-          backend_.linear_swiglu(h, w.gate_up.values, gate_up, act);
-        }
-        residual_norm(x, h, delta, act, w.down, Tensor{}, next_norm);  // x += mlp; h = norm(x)
+        const Tensor act = arena.view(act_, n);
+        swiglu_mlp_up(backend_, h, w.gate_up, arena.view(gate_up_, n), act);
+        project_residual_norm(backend_, spec_.rms_norm_eps, {x, h, delta}, act, w.down, Tensor{}, next_norm);  // x += mlp
       }
     }
     if (counts.n_logit_rows == 0) return;
@@ -146,19 +142,6 @@ class MoeDecoder final : public helios::StepProgram {
       if (!layer.experts) return true;
     }
     return false;
-  }
-
-  // x += in @ w^T (+ bias); h = rms_norm(x) * norm_weight: one backend operation for BF16 weights
-  // without a bias, else the two.
-  void residual_norm(const Tensor& x, const Tensor& h, const Tensor& delta, const Tensor& in, const Weight& w,
-                     const Tensor& bias, const Tensor& norm_weight) {
-    if (w.quant.format != helios::QuantizedWeight::Format::none || !bias.empty()) {
-      project(backend_, in, w, bias.empty() ? nullptr : &bias, delta);
-      Tensor residual = x;
-      backend_.rms_norm(delta, &residual, norm_weight, spec_.rms_norm_eps, h);
-      return;
-    }
-    backend_.linear_residual_rms_norm(in, w.values, delta, x, norm_weight, spec_.rms_norm_eps, h);
   }
 
   // delta = the experts' weighted sum for h.
