@@ -1,7 +1,6 @@
 #include "bench/model_costs.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "helios/history.h"
 #include "model/architecture.h"
@@ -33,15 +32,9 @@ double head_parameters(const model::WeightTable& table) {
 
 }  // namespace
 
-double expected_experts_touched(const model::ModelSpec& s, std::int64_t n_tokens) {
-  if (s.moe.n_experts == 0) return 0;
-  const double e = s.moe.n_experts, k = s.moe.top_k;
-  return e * (1.0 - std::pow(1.0 - k / e, double(n_tokens)));
-}
-
-double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices, double experts_touched) {
+double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices) {
   const model::WeightTable table = model::architecture_of(s).weight_table(s);
-  const double experts = experts_touched > 0 ? experts_touched : double(s.moe.top_k);
+  const double experts = double(s.moe.top_k);
   // FP8 matrices: a byte per weight and an f32 scale per 128 x 128 block.
   const double per_weight = matrices == helios::DType::f8_e4m3 ? 1.0 + 4.0 / (128 * 128) : 2.0;
   double vectors = 0;

@@ -14,13 +14,9 @@ namespace flare::bench {
 // and the output head. The embedding table is not counted: a step reads only its tokens' rows.
 // `matrices`: the layers' projection matrices, bf16 or f8_e4m3 (with 128 x 128 block scales); the
 // output head stays BF16.
-// Of an expert stack, only `experts_touched` experts a layer are read (0: the router's top_k, what
-// one token touches); expert stacks stay BF16.
-double decode_weight_bytes(const model::ModelSpec& spec, helios::DType matrices = helios::DType::bf16,
-                           double experts_touched = 0);
-// Distinct experts a layer's step of n_tokens touches when each token picks top_k of n_experts
-// uniformly at random: E (1 - (1 - k/E)^n). 0 for a dense model.
-double expected_experts_touched(const model::ModelSpec& spec, std::int64_t n_tokens);
+// Of an expert stack, only the router's top_k experts a layer are read (what one token touches);
+// expert stacks stay BF16.
+double decode_weight_bytes(const model::ModelSpec& spec, helios::DType matrices = helios::DType::bf16);
 
 // K and V bytes of one cached token over all layers.
 double kv_bytes_per_token(const model::ModelSpec& spec, helios::DType kv_dtype);

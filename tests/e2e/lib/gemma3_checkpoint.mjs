@@ -9,6 +9,8 @@
 import fs from "node:fs";
 import path from "node:path";
 
+import { bf16Tensors, writeSafetensors } from "./bf16_checkpoint.mjs";
+
 const [outDir] = process.argv.slice(2);
 if (!outDir) throw new Error("usage: node gemma3_checkpoint.mjs OUT_DIR");
 
@@ -67,32 +69,7 @@ const generationConfig = {
   transformers_version: "5.17.0",
 };
 
-// mulberry32 uniforms and Box-Muller normals: the same bytes on every run.
-let state = 0x6e6d6133;
-function uniform() {
-  state = (state + 0x6d2b79f5) | 0;
-  let t = Math.imul(state ^ (state >>> 15), 1 | state);
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
-function normal() {
-  return Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
-}
-
-const f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
-function bf16Bits(x) {  // round to nearest even
-  f32[0] = x;
-  const bits = u32[0];
-  return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
-}
-
-// A BF16 tensor of `shape` with values center + std * N(0, 1).
-function tensor(name, shape, std, center = 0) {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const bytes = Buffer.alloc(2 * n);
-  for (let i = 0; i < n; ++i) bytes.writeUInt16LE(bf16Bits(center + std * normal()), 2 * i);
-  return { name, dtype: "BF16", shape, bytes };
-}
+const tensor = bf16Tensors(0x6e6d6133);  // the same bytes on every run
 
 const tensors = [tensor("model.embed_tokens.weight", [vocab, hidden], 0.5)];
 // Gemma's RMSNorms scale by (1 + w): weights around 0.
@@ -116,20 +93,6 @@ for (let i = 0; i < layerTypes.length; ++i) {
   );
 }
 tensors.push(norm("model.norm.weight", hidden));
-
-function writeSafetensors(file, list) {
-  const header = { __metadata__: { format: "pt" } };
-  let offset = 0;
-  for (const t of list) {
-    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + t.bytes.length] };
-    offset += t.bytes.length;
-  }
-  let json = Buffer.from(JSON.stringify(header), "utf8");
-  json = Buffer.concat([json, Buffer.alloc((8 - (json.length % 8)) % 8, 0x20)]);
-  const length = Buffer.alloc(8);
-  length.writeBigUInt64LE(BigInt(json.length));
-  fs.writeFileSync(file, Buffer.concat([length, json, ...list.map((t) => t.bytes)]));
-}
 
 fs.mkdirSync(outDir, { recursive: true });
 writeSafetensors(path.join(outDir, "model.safetensors"), tensors);
