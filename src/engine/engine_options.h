@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/history_drafts.h"
+
 namespace flare::engine {
 
 // balanced: decode rows first every step (steady output cadence), prefill chunks fill the rest of
@@ -18,6 +20,9 @@ enum class SchedulerPolicy : std::uint8_t { balanced, throughput };
 
 SchedulerPolicy scheduler_policy_parse(std::string_view text);  // "balanced" | "throughput"
 const char* scheduler_policy_name(SchedulerPolicy policy);
+
+// Most draft tokens one verify row carries (a row computes at most 1 + this many tokens).
+inline constexpr std::int32_t k_max_draft_tokens = 15;
 
 struct EngineOptions {
   std::int32_t max_concurrency = 8;          // active choices (rows) at once
@@ -40,11 +45,20 @@ struct EngineOptions {
   bool cuda_graphs = true;
   // Settings named by capacity rejections that a larger KV pool would fit.
   std::string kv_capacity_options = "--kv-cache-limit memory, a larger --memory-limit";
+  // Speculative decoding: a decode row verifies its pending token plus up to max_draft_tokens
+  // drafts (0: ordinary decoding). history_drafts: drafts copied from the choice's own prompt and
+  // output (history_drafts.h).
+  std::int32_t max_draft_tokens = 0;
+  bool history_drafts = false;
+  HistoryDraftSettings history_draft_settings;
 
-  // Tokens computed in one step over all rows: the prefill chunk, and at least one per slot.
+  // Tokens computed in one step over all rows: the prefill chunk, and at least a full verify row
+  // (the pending token and the drafts) per slot.
   std::int32_t step_token_budget() const {
-    return prefill_chunk_tokens > max_concurrency ? prefill_chunk_tokens : max_concurrency;
+    const std::int32_t per_slot = max_concurrency * (1 + max_draft_tokens);
+    return prefill_chunk_tokens > per_slot ? prefill_chunk_tokens : per_slot;
   }
+  bool speculates() const { return max_draft_tokens > 0 && history_drafts; }
 };
 
 // Throws flare::Error (usage) naming the first setting out of range.

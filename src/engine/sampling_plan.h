@@ -1,7 +1,8 @@
 // Where a step's logits rows are consumed: the contract between the scheduler, which decides, and
 // the StepRunner, which keeps the logits on the backend. Most rows are a choice drawing its next
 // token freely from its own row; the backend samples those where the logits are (CudaBackend: one
-// kernel, a small download). The rest need the host: constrained decoding (token rules run on the
+// kernel, a small download). A speculative verify row's logits rows are all sampled there too,
+// each as the ordinary draw of its position, so its logits never reach the host. The rest need the host: constrained decoding (token rules run on the
 // host), prompt logprobs (every prompt row is read), the prompt row that n > 1 choices fork from
 // (several draws from one row); the runner downloads only those rows. Plain data, engine thread only.
 #pragma once
@@ -22,6 +23,9 @@ struct SamplingPlan {
   // Valid until Scheduler::apply() appends the step's tokens; reserved before filling, so moving
   // the plan keeps the pointers (copying it does not: a copy's requests still name the original).
   std::vector<helios::SamplingParams> params;
+  // The histories of verify rows' draft positions: a choice's generated tokens then its drafts
+  // (position j's request sees the first n_generated + j).
+  std::vector<std::vector<std::int32_t>> draft_outputs;
   // Logits rows the host reads in Scheduler::apply(), ascending. The scheduler's plans keep the
   // two lists disjoint; a row in both is sampled and downloaded (a test compares the draws).
   std::vector<std::int32_t> host_rows;

@@ -193,18 +193,22 @@ bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vec
 
 void Scheduler::emit_row(StepPlan& plan, Request& r, Choice& c, std::int32_t n_tokens) {
   const std::int32_t start = c.n_computed;
+  const auto n_drafts = std::int32_t(c.drafts.size());
   const bool wants_prompt_logprobs = r.request.prompt_logprobs && !r.prompt_logprobs_sent && start < r.n_prompt();
-  const bool samples = start + n_tokens == r.known(c);
+  const bool samples = start + n_tokens == r.known(c) + n_drafts;
   helios::StepRow row;
   row.n_tokens = n_tokens;
   row.start_position = start;
-  row.n_logits = wants_prompt_logprobs ? n_tokens : samples ? 1 : 0;
+  row.n_logits = n_drafts > 0 ? n_tokens : wants_prompt_logprobs ? n_tokens : samples ? 1 : 0;
   row.first_block = std::int32_t(plan.step.block_tables.size());
   row.n_blocks = std::int32_t(c.pages.pages().size());
-  for (std::int32_t p = start; p < start + n_tokens; ++p) plan.step.tokens.push_back(r.token_at(c, p));
+  const std::int32_t known = r.known(c);
+  for (std::int32_t p = start; p < start + n_tokens; ++p) {
+    plan.step.tokens.push_back(p < known ? r.token_at(c, p) : c.drafts[std::size_t(p - known)]);
+  }
   plan.step.block_tables.insert(plan.step.block_tables.end(), c.pages.pages().begin(), c.pages.pages().end());
   plan.step.rows.push_back(row);
-  plan.rows.push_back(ScheduledRow{r.handle, c.index, n_tokens, row.n_logits});
+  plan.rows.push_back(ScheduledRow{r.handle, c.index, n_tokens, row.n_logits, n_drafts});
 }
 
 StepPlan Scheduler::schedule(double now_ms) {
@@ -226,8 +230,10 @@ StepPlan Scheduler::schedule(double now_ms) {
       admit(r);
     }
     Choice& c = cand.waiting ? *r.lead() : *cand.choice;
+    c.drafts.clear();
     std::int32_t n = std::min({r.target(c) - c.n_computed, budget, options_.prefill_chunk_tokens});
     if (n <= 0) continue;
+    const bool decode = n == 1 && c.n_computed + 1 == r.known(c) && c.n_computed >= r.n_prompt();
     if (!allocate(r, c, n, plan.page_copies)) {
       if (cand.waiting) {
         preempt(r);  // back to the queue, in arrival order; later arrivals wait behind it
@@ -240,6 +246,7 @@ StepPlan Scheduler::schedule(double now_ms) {
       counters_.n_prefix_queried_tokens += r.n_prompt();
       counters_.n_prefix_hit_tokens += r.n_cached_prompt_tokens;
     }
+    if (decode) n += schedule_drafts(r, c, std::min(budget, options_.prefill_chunk_tokens) - n, plan.page_copies);
     emit_row(plan, r, c, n);
     budget -= n;
     r.scheduled_stamp = schedule_stamp_;

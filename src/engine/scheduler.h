@@ -43,6 +43,7 @@ struct ScheduledRow {
   std::int32_t choice_index = 0;
   std::int32_t n_tokens = 0;
   std::int32_t n_logits = 0;  // logits rows it produces (its last n_logits tokens)
+  std::int32_t n_drafts = 0;  // a verify row: its pending token, then this many drafts (all with logits)
 };
 
 struct StepPlan {
@@ -65,6 +66,11 @@ struct SchedulerCounters {
   std::int64_t n_prefix_queried_tokens = 0;
   std::int64_t n_prefix_hit_tokens = 0;
   std::int64_t n_scheduled_tokens = 0;
+  // Speculative decoding: rows that verified drafts, the drafts they carried, and those accepted
+  // (each verify row also emits one token of its own: accepted + rows tokens in all).
+  std::int64_t n_verify_rows = 0;
+  std::int64_t n_draft_tokens = 0;
+  std::int64_t n_accepted_draft_tokens = 0;
 };
 
 // The generator seed of choice `choice_index` of a request seeded with `seed` (choice 0: seed).
@@ -131,9 +137,20 @@ class Scheduler {
   void preempt(Request& request);
   void fork_choices(Request& request, Choice& lead);
   void emit_row(StepPlan& plan, Request& request, Choice& choice, std::int32_t n_tokens);
+  // Speculation (scheduler_drafts.cpp): fills choice.drafts for a decode row of at most `room`
+  // more tokens and makes page room for them from free pages (never by evicting or preempting);
+  // returns the number of drafts.
+  std::int32_t schedule_drafts(Request& request, Choice& choice, std::int32_t room,
+                               std::vector<helios::PageCopy>& copies);
+  // Records what a verify row's tokens accept: the sampled token at each position while it equals
+  // the draft there, then the first one that does not (or the token after the last draft); rolls
+  // the computed count and pages back past the rejected drafts.
+  void apply_verify_row(Request& request, Choice& choice, std::span<const helios::SampledToken> sampled);
   // What a choice's next token is sampled with (the min_tokens bans dropped outside the vocabulary).
+  // n_generated: the tokens generated before the one drawn (more than the choice holds for the
+  // positions of a verify row's drafts).
   helios::SamplingParams choice_sampling_params(const Request& request, const Choice& choice,
-                                                std::int32_t vocab_size) const;
+                                                std::int32_t vocab_size, std::int32_t n_generated) const;
   // Samples on the host from the choice's logits row, then records the token.
   void sample_choice(Request& request, Choice& choice, std::span<const float> logits);
   // Appends a sampled token to the choice, with its logprobs, and applies the stop conditions.

@@ -63,8 +63,8 @@ void Scheduler::add_prompt_logprobs(Request& r, std::int32_t first_position, std
 }
 
 void Scheduler::sample_choice(Request& r, Choice& c, std::span<const float> logits) {
-  const helios::SamplingParams params = choice_sampling_params(r, c, std::int32_t(logits.size()));
   const auto n_generated = std::int32_t(c.generated.size());
+  const helios::SamplingParams params = choice_sampling_params(r, c, std::int32_t(logits.size()), n_generated);
   const helios::TokenHistory history{r.request.prompt_token_ids, c.generated};
   if (!c.constraint) {
     record_token(r, c, helios::sample_token(logits, params, history, std::uint64_t(n_generated)));
@@ -200,12 +200,21 @@ std::vector<RequestOutputs> Scheduler::apply(const StepPlan& plan, const Samplin
     if (r == nullptr || !r->running) continue;  // retired between schedule and apply
     Choice& c = r->choices[std::size_t(row.choice_index)];
     if (!c.active()) continue;
-    const std::int32_t start = c.n_computed;
-    c.n_computed += row.n_tokens;
     if (r->touched_step != counters_.n_steps) {
       r->touched_step = counters_.n_steps;
       touched.push_back(r);
     }
+    if (row.n_drafts > 0) {
+      const std::int32_t slot = sampled_slot[std::size_t(row_first)];
+      if (slot < 0 || std::size_t(slot) + std::size_t(row.n_logits) > results.sampled.size() ||
+          std::int32_t(c.drafts.size()) != row.n_drafts) {
+        fail(ExitCode::failure, "internal: a verify row of {} drafts was not sampled as planned", row.n_drafts);
+      }
+      apply_verify_row(*r, c, std::span(results.sampled).subspan(std::size_t(slot), std::size_t(row.n_logits)));
+      continue;
+    }
+    const std::int32_t start = c.n_computed;
+    c.n_computed += row.n_tokens;
     if (r->request.prompt_logprobs && !r->prompt_logprobs_sent && row.n_logits > 0) {
       add_prompt_logprobs(*r, start + row.n_tokens - row.n_logits, row.n_logits, host_logits(row_first, row.n_logits),
                           vocab_size);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/history_drafts.h"
 #include "engine/scheduler.h"
 
 namespace flare::engine {
@@ -29,6 +30,10 @@ struct Scheduler::Choice {
   std::int32_t n_skipped_steps = 0;
   std::int64_t scheduled_stamp = -1;  // the schedule() call that last gave it a row
   std::unique_ptr<TokenConstraint> constraint;  // this choice's copy of request.constraint, or null
+  // Speculation: the drafts this step's row verifies (tokens after the known ones; empty for an
+  // ordinary row), and the choice's history-draft index (created at its first proposal).
+  std::vector<TokenId> drafts;
+  std::unique_ptr<HistoryDrafts> history_drafts;
 
   bool active() const { return finish == FinishReason::none; }
 };
@@ -74,6 +79,12 @@ struct Scheduler::Request {
     std::int32_t n = 0;
     for (const auto& c : choices) n += std::int32_t(c.pages.pages().size());
     return n;
+  }
+  // Drafts a row of this choice may verify now: the next tokens it may still emit, less the one
+  // the row emits anyway (max_tokens and the context end).
+  std::int32_t draft_room(const Choice& c, std::int32_t context_limit) const {
+    const auto n_generated = std::int32_t(c.generated.size());
+    return std::min(request.max_tokens - n_generated, context_limit - n_prompt() - n_generated) - 1;
   }
   // The next sampled token certainly finishes the choice (max_tokens or the context end).
   bool terminal_next(const Choice& c, std::int32_t context_limit) const {

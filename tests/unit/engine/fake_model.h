@@ -34,12 +34,17 @@ class FakeModel {
 
   std::int32_t vocab() const { return vocab_; }
 
-  // Logits after the tokens `prefix` (the reference): one clear favourite plus spread.
+  // Logits after the tokens `prefix` (the reference): one clear favourite plus spread. The
+  // favourite is a hash of the prefix, or with copy_period > 0 the token copy_period - 1 positions
+  // before the last (the sequence repeats with that period: history drafts find it).
   std::vector<float> logits_for(std::span<const std::int32_t> prefix) const {
     std::uint64_t h = 0x1234;
     for (std::int32_t t : prefix) h = fake_mix(h ^ std::uint64_t(std::uint32_t(t)));
-    return logits_from_hash(h);
+    const auto n = std::int32_t(prefix.size());
+    return logits_from_hash(h, copy_period > 0 && n >= copy_period ? prefix[std::size_t(n - copy_period)] : -1);
   }
+
+  std::int32_t copy_period = 0;
 
   void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) {
     for (const auto& copy : copies) {
@@ -58,12 +63,14 @@ class FakeModel {
       for (std::int32_t i = row.n_tokens - row.n_logits; i < row.n_tokens; ++i) {
         const std::int32_t pos = row.start_position + i;
         std::uint64_t h = 0x1234;
+        std::int32_t favourite = -1;
         for (std::int32_t p = 0; p <= pos; ++p) {
           const std::int32_t t = kv_[slot(table[std::size_t(p / page_size_)], p % page_size_)];
           if (t < 0) throw std::runtime_error("fake model read an unwritten KV slot at position " + std::to_string(p));
           h = fake_mix(h ^ std::uint64_t(std::uint32_t(t)));
+          if (copy_period > 0 && p == pos + 1 - copy_period) favourite = t;
         }
-        auto out = logits_from_hash(h);
+        auto out = logits_from_hash(h, favourite);
         std::copy(out.begin(), out.end(), logits.begin() + std::ptrdiff_t(logit_row * std::size_t(vocab_)));
         ++logit_row;
       }
@@ -102,10 +109,10 @@ class FakeModel {
     return std::span<const float>(all_logits_).subspan(std::size_t(r) * std::size_t(vocab_), std::size_t(vocab_));
   }
   std::size_t slot(std::int32_t page, std::int32_t i) const { return std::size_t(page) * std::size_t(page_size_) + std::size_t(i); }
-  std::vector<float> logits_from_hash(std::uint64_t h) const {
+  std::vector<float> logits_from_hash(std::uint64_t h, std::int32_t favourite) const {
     std::vector<float> out(static_cast<std::size_t>(vocab_));
     for (std::int32_t v = 0; v < vocab_; ++v) out[std::size_t(v)] = float(fake_mix(h + std::uint64_t(v)) % 1000) / 400.0f;
-    out[std::size_t(h % std::uint64_t(vocab_))] += 4.0f;
+    out[std::size_t(favourite >= 0 ? favourite : std::int32_t(h % std::uint64_t(vocab_)))] += 4.0f;
     return out;
   }
 
