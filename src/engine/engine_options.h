@@ -47,9 +47,11 @@ struct EngineOptions {
   std::string kv_capacity_options = "--kv-cache-limit memory, a larger --memory-limit";
   // Speculative decoding: a decode row verifies its pending token plus up to max_draft_tokens
   // drafts (0: ordinary decoding). history_drafts: drafts copied from the choice's own prompt and
-  // output (history_drafts.h).
+  // output (history_drafts.h), tried first. learned_drafts: the StepRunner has a draft model
+  // (draft_plan.h), which then follows every sequence and drafts where history does not.
   std::int32_t max_draft_tokens = 0;
   bool history_drafts = false;
+  bool learned_drafts = false;
   HistoryDraftSettings history_draft_settings;
 
   // Tokens computed in one step over all rows: the prefill chunk, and at least a full verify row
@@ -58,7 +60,7 @@ struct EngineOptions {
     const std::int32_t per_slot = max_concurrency * (1 + max_draft_tokens);
     return prefill_chunk_tokens > per_slot ? prefill_chunk_tokens : per_slot;
   }
-  bool speculates() const { return max_draft_tokens > 0 && history_drafts; }
+  bool speculates() const { return max_draft_tokens > 0 && (history_drafts || learned_drafts); }
 };
 
 // Throws flare::Error (usage) naming the first setting out of range.

@@ -130,6 +130,7 @@ void Scheduler::admit(Request& r) {
   lead.pages = may_reuse ? prefix_cache_->lookup(tokens, std::int32_t(tokens.size()) - 1)
                          : helios::SequencePages(pool_, options_.page_size_tokens);
   lead.n_computed = lead.pages.n_tokens();
+  lead.n_draft_computed = lead.n_computed;  // checkpoints hold draft KV too (n_checkpointable)
   lead.forked = true;
   r.running = true;
   r.admission = ++admission_counter_;
@@ -142,6 +143,7 @@ void Scheduler::preempt(Request& r) {
   for (auto& c : r.choices) {
     c.pages.free();
     c.n_computed = 0;
+    c.n_draft_computed = 0;
     c.forked = false;
     c.n_skipped_steps = 0;
   }
@@ -231,6 +233,7 @@ StepPlan Scheduler::schedule(double now_ms) {
     }
     Choice& c = cand.waiting ? *r.lead() : *cand.choice;
     c.drafts.clear();
+    c.drafts_learned = false;
     std::int32_t n = std::min({r.target(c) - c.n_computed, budget, options_.prefill_chunk_tokens});
     if (n <= 0) continue;
     const bool decode = n == 1 && c.n_computed + 1 == r.known(c) && c.n_computed >= r.n_prompt();
@@ -248,6 +251,7 @@ StepPlan Scheduler::schedule(double now_ms) {
     }
     if (decode) n += schedule_drafts(r, c, std::min(budget, options_.prefill_chunk_tokens) - n, plan.page_copies);
     emit_row(plan, r, c, n);
+    if (options_.learned_drafts) emit_draft_row(plan, r, c, n);
     budget -= n;
     r.scheduled_stamp = schedule_stamp_;
     c.scheduled_stamp = schedule_stamp_;

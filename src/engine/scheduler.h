@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/draft_plan.h"
 #include "engine/engine_options.h"
 #include "engine/prefix_cache.h"
 #include "engine/request.h"
@@ -50,6 +51,9 @@ struct StepPlan {
   helios::Step step;
   std::vector<helios::PageCopy> page_copies;  // to run before the step (copy-on-write)
   std::vector<ScheduledRow> rows;             // [n_rows], parallel to step.rows
+  // With a draft model: what it computes before the step; the runner's drafts go into the step
+  // through Scheduler::fill_drafts.
+  DraftPlan draft;
   bool empty() const { return rows.empty(); }
 };
 
@@ -106,6 +110,9 @@ class Scheduler {
   // of an active choice goes to the host. Call right after schedule(); the plan's histories point
   // into this scheduler's requests until apply().
   SamplingPlan plan_sampling(const StepPlan& plan, std::int32_t vocab_size) const;
+  // Puts the draft model's proposals (draft_proposal_run over plan.draft) into the plan's verify
+  // rows. Call after schedule() and before plan_sampling() when plan.draft is not empty.
+  void fill_drafts(StepPlan& plan, const std::vector<std::vector<TokenId>>& drafts);
   // results: what the runner returned for plan_sampling(plan) (sampled tokens and host rows'
   // logits, [sampling.host_rows.size(), vocab_size] f32).
   std::vector<RequestOutputs> apply(const StepPlan& plan, const SamplingPlan& sampling, const StepResults& results,
@@ -137,6 +144,11 @@ class Scheduler {
   void preempt(Request& request);
   void fork_choices(Request& request, Choice& lead);
   void emit_row(StepPlan& plan, Request& request, Choice& choice, std::int32_t n_tokens);
+  // The draft model's row for the target row just emitted (scheduler_drafts.cpp).
+  void emit_draft_row(StepPlan& plan, Request& request, Choice& choice, std::int32_t n_tokens);
+  // What of the choice's history may go into a prefix-cache checkpoint: with a draft model, only
+  // positions whose draft KV is in the pages too.
+  std::int32_t n_checkpointable(const Choice& choice) const;
   // Speculation (scheduler_drafts.cpp): fills choice.drafts for a decode row of at most `room`
   // more tokens and makes page room for them from free pages (never by evicting or preempting);
   // returns the number of drafts.

@@ -32,6 +32,7 @@ void Scheduler::fork_choices(Request& r, Choice& lead) {
     if (&c == &lead || !c.active()) continue;
     c.pages = lead.pages.fork();
     c.n_computed = lead.n_computed;
+    c.n_draft_computed = lead.n_draft_computed;
     c.forked = true;
   }
   r.all_forked = true;
@@ -109,6 +110,7 @@ void Scheduler::finish_choice(Request& r, Choice& c, FinishReason reason, TokenI
     Choice& next = *r.lead();
     next.pages = std::move(c.pages);
     next.n_computed = c.n_computed;
+    next.n_draft_computed = c.n_draft_computed;
     next.forked = true;
     c.n_computed = 0;
     if (r.n_active() == 1) r.all_forked = true;
@@ -117,7 +119,7 @@ void Scheduler::finish_choice(Request& r, Choice& c, FinishReason reason, TokenI
   // Answer boundary: keep the computed history for a later turn that repeats it.
   std::vector<TokenId> history = r.request.prompt_token_ids;
   history.insert(history.end(), c.generated.begin(), c.generated.end());
-  history.resize(std::size_t(std::min<std::int32_t>(c.n_computed, std::int32_t(history.size()))));
+  history.resize(std::size_t(std::min<std::int32_t>(n_checkpointable(c), std::int32_t(history.size()))));
   prefix_cache_->insert(history, c.pages);
   c.pages.free();
   c.n_computed = 0;
@@ -215,12 +217,14 @@ std::vector<RequestOutputs> Scheduler::apply(const StepPlan& plan, const Samplin
     }
     const std::int32_t start = c.n_computed;
     c.n_computed += row.n_tokens;
+    if (options_.learned_drafts) c.n_draft_computed = std::min(c.draft_end, c.n_computed);
     if (r->request.prompt_logprobs && !r->prompt_logprobs_sent && row.n_logits > 0) {
       add_prompt_logprobs(*r, start + row.n_tokens - row.n_logits, row.n_logits, host_logits(row_first, row.n_logits),
                           vocab_size);
     }
     if (!r->prompt_checkpointed && c.n_computed >= r->n_prompt()) {
-      prefix_cache_->insert(r->request.prompt_token_ids, c.pages);  // prompt boundary
+      const auto n_prompt_cached = std::size_t(std::min(r->n_prompt(), n_checkpointable(c)));
+      prefix_cache_->insert(std::span(r->request.prompt_token_ids).first(n_prompt_cached), c.pages);  // prompt boundary
       r->prompt_checkpointed = true;
     }
     const bool forking = !r->all_forked && c.n_computed == r->n_prompt();

@@ -9,6 +9,7 @@
 // from p without x), the form exact for history drafts and argmax-proposing draft models.
 #include <algorithm>
 
+#include "common/error.h"
 #include "engine/scheduler.h"
 #include "engine/scheduler_state.h"
 
@@ -16,12 +17,19 @@ namespace flare::engine {
 
 std::int32_t Scheduler::schedule_drafts(Request& r, Choice& c, std::int32_t room, std::vector<helios::PageCopy>& copies) {
   c.drafts.clear();
+  c.drafts_learned = false;
   if (!options_.speculates() || c.constraint || !r.all_forked) return 0;
   if (r.request.prompt_logprobs && !r.prompt_logprobs_sent) return 0;
   std::int32_t k = std::min({options_.max_draft_tokens, room, r.draft_room(c, options_.context_limit)});
   if (k <= 0) return 0;
-  if (!c.history_drafts) c.history_drafts = std::make_unique<HistoryDrafts>(options_.history_draft_settings);
-  c.history_drafts->propose(r.request.prompt_token_ids, c.generated, k, c.drafts);
+  if (options_.history_drafts) {
+    if (!c.history_drafts) c.history_drafts = std::make_unique<HistoryDrafts>(options_.history_draft_settings);
+    c.history_drafts->propose(r.request.prompt_token_ids, c.generated, k, c.drafts);
+  }
+  if (c.drafts.empty() && options_.learned_drafts) {
+    c.drafts.assign(std::size_t(k), 0);  // placeholders until fill_drafts
+    c.drafts_learned = true;
+  }
   k = std::int32_t(c.drafts.size());
   if (k == 0) return 0;
   // Drafts take free pages only: a guess never evicts a checkpoint or preempts a request.
@@ -34,8 +42,59 @@ std::int32_t Scheduler::schedule_drafts(Request& r, Choice& c, std::int32_t room
     k = std::min(k, pool_.n_free() * page + tail_room);
     if (k <= 0 || !c.pages.append(k, copies)) k = 0;
     c.drafts.resize(std::size_t(k));
+    if (k == 0) c.drafts_learned = false;
   }
   return k;
+}
+
+void Scheduler::emit_draft_row(StepPlan& plan, Request& r, Choice& c, std::int32_t n_tokens) {
+  // The target row starts at n_computed (= the row's start); the draft resumes where it stopped.
+  const std::int32_t start = std::min(c.n_draft_computed, c.n_computed);
+  const std::int32_t target_end = c.n_computed + n_tokens;
+  // A row the draft drafts for ends at the pending token (its logits give the first draft); the
+  // draft's own further forwards then write up to the last draft's position.
+  const std::int32_t end = c.drafts_learned ? c.n_computed + 1 : target_end;
+  c.draft_end = c.drafts_learned ? c.n_computed + std::int32_t(c.drafts.size()) : target_end;
+  helios::StepRow row;
+  row.n_tokens = end - start;
+  row.start_position = start;
+  row.n_logits = c.drafts_learned ? 1 : 0;
+  row.first_block = std::int32_t(plan.draft.step.block_tables.size());
+  row.n_blocks = std::int32_t(c.pages.pages().size());
+  const std::int32_t known = r.known(c);
+  for (std::int32_t p = start; p < end; ++p) {
+    plan.draft.step.tokens.push_back(p < known ? r.token_at(c, p) : c.drafts[std::size_t(p - known)]);
+  }
+  plan.draft.step.block_tables.insert(plan.draft.step.block_tables.end(), c.pages.pages().begin(), c.pages.pages().end());
+  plan.draft.step.rows.push_back(row);
+  if (c.drafts_learned) {
+    plan.draft.target_rows.push_back(std::int32_t(plan.rows.size()) - 1);
+    plan.draft.n_drafts.push_back(std::int32_t(c.drafts.size()));
+  }
+}
+
+void Scheduler::fill_drafts(StepPlan& plan, const std::vector<std::vector<TokenId>>& drafts) {
+  if (drafts.size() != plan.draft.target_rows.size()) {
+    fail(ExitCode::failure, "internal: {} draft lists for {} drafting rows", drafts.size(), plan.draft.target_rows.size());
+  }
+  std::vector<std::int32_t> token_offset(plan.rows.size() + 1, 0);
+  for (std::size_t i = 0; i < plan.rows.size(); ++i) token_offset[i + 1] = token_offset[i] + plan.rows[i].n_tokens;
+  for (std::size_t i = 0; i < drafts.size(); ++i) {
+    const auto target = std::size_t(plan.draft.target_rows[i]);
+    const ScheduledRow& row = plan.rows[target];
+    if (std::int32_t(drafts[i].size()) != row.n_drafts || row.n_drafts != plan.draft.n_drafts[i]) {
+      fail(ExitCode::failure, "internal: {} drafts for a verify row of {}", drafts[i].size(), row.n_drafts);
+    }
+    Request* r = find(row.handle);  // fill_drafts runs right after schedule(): the row's request is there
+    if (r == nullptr) fail(ExitCode::failure, "internal: drafts for a request that left the scheduler");
+    Choice& c = r->choices[std::size_t(row.choice_index)];
+    c.drafts = drafts[i];
+    std::copy(drafts[i].begin(), drafts[i].end(), plan.step.tokens.begin() + token_offset[target] + 1);
+  }
+}
+
+std::int32_t Scheduler::n_checkpointable(const Choice& c) const {
+  return options_.learned_drafts ? std::min(c.n_computed, c.n_draft_computed) : c.n_computed;
 }
 
 void Scheduler::apply_verify_row(Request& r, Choice& c, std::span<const helios::SampledToken> sampled) {
@@ -44,6 +103,7 @@ void Scheduler::apply_verify_row(Request& r, Choice& c, std::span<const helios::
   counters_.n_draft_tokens += k;
   // The pending token's KV is computed; each accepted draft's KV then is the KV of a known token.
   c.n_computed += 1;
+  if (options_.learned_drafts) c.n_draft_computed = c.draft_end;  // clamped to n_computed by apply()
   for (std::int32_t j = 0; j <= k; ++j) {
     const bool accepted = j < k && sampled[std::size_t(j)].token == c.drafts[std::size_t(j)];
     if (accepted) {
@@ -54,6 +114,8 @@ void Scheduler::apply_verify_row(Request& r, Choice& c, std::span<const helios::
     if (!accepted || !c.active()) break;
   }
   c.drafts.clear();
+  c.drafts_learned = false;
+  c.n_draft_computed = std::min(c.n_draft_computed, c.n_computed);
   if (c.active()) c.pages.truncate(c.n_computed);  // a finished choice has let its pages go already
 }
 

@@ -34,6 +34,11 @@ struct Scheduler::Choice {
   // ordinary row), and the choice's history-draft index (created at its first proposal).
   std::vector<TokenId> drafts;
   std::unique_ptr<HistoryDrafts> history_drafts;
+  bool drafts_learned = false;  // drafts holds placeholders the draft model fills (fill_drafts)
+  // With a draft model: positions whose draft-model KV is in the pages (at most n_computed once a
+  // step is applied), and how far this step's draft forwards write.
+  std::int32_t n_draft_computed = 0;
+  std::int32_t draft_end = 0;
 
   bool active() const { return finish == FinishReason::none; }
 };

@@ -5,6 +5,7 @@
 // hits and recomputation are all right. Reading a slot never written throws.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
@@ -45,6 +46,9 @@ class FakeModel {
   }
 
   std::int32_t copy_period = 0;
+  // > 0: one favourite in about `perturb` is moved to the next token id (a draft model that
+  // mostly agrees with an unperturbed target).
+  std::int32_t perturb = 0;
 
   void run(const helios::Step& step, std::span<const helios::PageCopy> copies, std::span<float> logits) {
     for (const auto& copy : copies) {
@@ -99,6 +103,18 @@ class FakeModel {
     n_host_rows += std::int64_t(plan.host_rows.size());
   }
 
+  // The argmax of each logits row of `step` (a greedy draft forward, draft_plan.h).
+  std::vector<std::int32_t> greedy(const helios::Step& step, std::span<const helios::PageCopy> copies) {
+    all_logits_.assign(std::size_t(step.n_logit_rows()) * std::size_t(vocab_), 0.0f);
+    run(step, copies, all_logits_);
+    std::vector<std::int32_t> out;
+    for (std::int32_t r = 0; r < step.n_logit_rows(); ++r) {
+      const auto logits = row(r);
+      out.push_back(std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    }
+    return out;
+  }
+
   std::int64_t n_runs = 0;
   std::int64_t n_logit_rows = 0;    // over all runs
   std::int64_t n_sampled_rows = 0;  // of them, sampled "on the backend"
@@ -112,7 +128,9 @@ class FakeModel {
   std::vector<float> logits_from_hash(std::uint64_t h, std::int32_t favourite) const {
     std::vector<float> out(static_cast<std::size_t>(vocab_));
     for (std::int32_t v = 0; v < vocab_; ++v) out[std::size_t(v)] = float(fake_mix(h + std::uint64_t(v)) % 1000) / 400.0f;
-    out[std::size_t(favourite >= 0 ? favourite : std::int32_t(h % std::uint64_t(vocab_)))] += 4.0f;
+    std::int32_t best = favourite >= 0 ? favourite : std::int32_t(h % std::uint64_t(vocab_));
+    if (perturb > 0 && (h >> 17) % std::uint64_t(perturb) == 0) best = (best + 1) % vocab_;
+    out[std::size_t(best)] += 4.0f;
     return out;
   }
 

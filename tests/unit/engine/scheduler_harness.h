@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -52,7 +53,9 @@ inline helios::SamplingParams params_of(const GenerationRequest& r, std::uint64_
 
 // Drives a scheduler with the fake model, checking step invariants, and records outputs.
 struct Harness {
-  explicit Harness(EngineOptions o) : options(o), scheduler(o), model(o.n_pages, o.page_size_tokens, kVocab) {}
+  explicit Harness(EngineOptions o) : options(o), scheduler(o), model(o.n_pages, o.page_size_tokens, kVocab) {
+    if (o.learned_drafts) draft = std::make_unique<FakeModel>(o.n_pages, o.page_size_tokens, kVocab);
+  }
 
   RequestHandle add(const GenerationRequest& r, std::uint64_t seed = 7) {
     const RequestHandle h = next++;
@@ -89,6 +92,20 @@ struct Harness {
     for (const auto& row : plan.rows) {
       if (row.n_drafts > 0) ++n_verify_rows;
     }
+    if (!plan.draft.empty()) {
+      EXPECT_TRUE(draft) << "a draft plan without a draft model";
+      if (!draft) return false;
+      helios::step_validate(plan.draft.step, options.n_pages, options.page_size_tokens);
+      std::vector<std::vector<TokenId>> drafts;
+      bool first = true;  // the step's page copies run before the draft's first forward
+      draft_proposal_run(plan.draft, [&](const helios::Step& s) {
+        helios::step_validate(s, options.n_pages, options.page_size_tokens);
+        const auto copies = first ? std::span<const helios::PageCopy>(plan.page_copies) : std::span<const helios::PageCopy>();
+        first = false;
+        return draft->greedy(s, copies);
+      }, drafts);
+      scheduler.fill_drafts(plan, drafts);
+    }
     plans.push_back(plan);
     const SamplingPlan sampling = scheduler.plan_sampling(plan, kVocab);
     StepResults results;
@@ -114,6 +131,7 @@ struct Harness {
   EngineOptions options;
   Scheduler scheduler;
   FakeModel model;
+  std::unique_ptr<FakeModel> draft;  // with options.learned_drafts; its KV must follow every sequence
   double now_ms = 0.0;
   RequestHandle next = 1;
   std::vector<StepPlan> plans;

@@ -203,3 +203,103 @@ TEST(SchedulerSpeculation, RandomWorkloadsMatchOrdinaryDecodingAndReturnEveryPag
 
 }  // namespace
 }  // namespace flare::engine
+
+namespace flare::engine {
+namespace {
+
+EngineOptions learned_options(std::int32_t max_drafts = 4) {
+  EngineOptions o = testing::small_options();
+  o.max_draft_tokens = max_drafts;
+  o.learned_drafts = true;
+  return o;
+}
+
+// A draft model equal to the target accepts every greedy draft, which it does only if its KV
+// followed every sequence exactly (prefill chunks, accepted runs, forks, prefix hits, preemption).
+TEST(SchedulerLearnedDrafts, AnIdenticalDraftAcceptsEveryGreedyDraft) {
+  auto o = learned_options(5);
+  o.n_pages = 24;  // small enough to preempt
+  Pair p(o, 0);
+  for (int i = 0; i < 5; ++i) {
+    auto r = make_request(iota_prompt(5 + 3 * i, i), 30);
+    r.n = i == 2 ? 2 : 1;
+    p.add(r, std::uint64_t(i));
+  }
+  p.run_and_compare();
+  const auto& c = p.speculative.scheduler.counters();
+  EXPECT_GT(c.n_verify_rows, 0);
+  EXPECT_EQ(c.n_accepted_draft_tokens, c.n_draft_tokens);
+  EXPECT_GT(c.n_preemptions, 0);
+}
+
+TEST(SchedulerLearnedDrafts, ADisagreeingDraftChangesNoTokenGreedyOrSampled) {
+  Pair p(learned_options(4), 0);
+  p.speculative.draft->perturb = 3;
+  for (int i = 0; i < 4; ++i) {
+    auto r = make_request(iota_prompt(9 + i, 2 * i), 28, i % 2 ? 1.0f : 0.0f);
+    r.sampling.top_k = 8;
+    p.add(r, 50 + std::uint64_t(i));
+  }
+  p.run_and_compare();
+  const auto& c = p.speculative.scheduler.counters();
+  EXPECT_GT(c.n_accepted_draft_tokens, 0);
+  EXPECT_LT(c.n_accepted_draft_tokens, c.n_draft_tokens);
+}
+
+TEST(SchedulerLearnedDrafts, HistoryDraftsFirstThenTheDraftModel) {
+  auto o = learned_options(4);
+  o.history_drafts = true;
+  Pair p(o, 5);
+  p.speculative.draft->copy_period = 5;
+  p.add(make_request(periodic_prompt(7, 5), 30), 1);
+  p.add(make_request(iota_prompt(6, 3), 30), 2);
+  p.run_and_compare();
+  const auto& c = p.speculative.scheduler.counters();
+  EXPECT_EQ(c.n_accepted_draft_tokens, c.n_draft_tokens);  // both sources agree with the target
+}
+
+TEST(SchedulerLearnedDrafts, PrefixHitsResumeTheDraftFromCheckpointedPages) {
+  Pair p(learned_options(3), 0);
+  const auto prompt = iota_prompt(21, 5);
+  p.add(make_request(prompt, 10), 1);
+  p.plain.run_all();
+  p.speculative.run_all();
+  p.add(make_request(prompt, 16), 2);  // hits the prompt's checkpoint
+  p.run_and_compare();
+  const auto& c = p.speculative.scheduler.counters();
+  EXPECT_GT(c.n_prefix_hit_tokens, 0);
+  EXPECT_EQ(c.n_accepted_draft_tokens, c.n_draft_tokens);
+}
+
+TEST(SchedulerLearnedDrafts, RandomWorkloadsMatchOrdinaryDecodingAndReturnEveryPage) {
+  std::mt19937 rng(23);
+  for (int round = 0; round < 100; ++round) {
+    auto o = learned_options(1 + int(rng() % 6));
+    o.history_drafts = rng() % 2 == 0;
+    o.n_pages = 14 + int(rng() % 40);
+    o.max_concurrency = 1 + int(rng() % 5);
+    o.prefill_chunk_tokens = 1 + int(rng() % 20);
+    o.page_size_tokens = 1 + int(rng() % 6);
+    o.context_limit = 48;
+    o.prefix_checkpoints_per_slot = int(rng() % 3);
+    o.eos_token_ids = {int(rng() % testing::kVocab)};
+    Pair p(o, 2 + int(rng() % 6));
+    p.speculative.draft->copy_period = p.plain.model.copy_period;
+    p.speculative.draft->perturb = int(rng() % 4);
+    for (int i = 0, n = 1 + int(rng() % 6); i < n; ++i) {
+      auto r = make_request(periodic_prompt(1 + int(rng() % 20), 2 + std::int32_t(rng() % 5), int(rng() % 9)),
+                            1 + int(rng() % 20), rng() % 2 ? 0.0f : 1.0f);
+      r.n = std::min(1 + int(rng() % 3), o.max_concurrency);
+      if (rng() % 3 == 0) r.stop_token_ids = {int(rng() % testing::kVocab)};
+      const auto pages = (std::int64_t(r.prompt_token_ids.size()) + r.max_tokens + o.page_size_tokens) /
+                         o.page_size_tokens * r.n + 1;
+      if (pages > o.n_pages) continue;
+      p.add(r, rng());
+    }
+    p.run_and_compare();
+    if (::testing::Test::HasFailure()) FAIL() << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace flare::engine
