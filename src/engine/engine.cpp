@@ -21,9 +21,16 @@ std::uint64_t request_seed(std::uint64_t engine_seed, RequestHandle handle) {
 
 }  // namespace
 
+void StepRunner::propose_drafts(const DraftPlan&, std::span<const helios::PageCopy>, std::vector<std::vector<std::int32_t>>&) {
+  fail(ExitCode::failure, "internal: learned drafts asked of a step runner without a draft model");
+}
+
 LocalEngine::LocalEngine(const EngineOptions& options, std::unique_ptr<StepRunner> runner)
     : options_(options), runner_(std::move(runner)), scheduler_(options), start_(std::chrono::steady_clock::now()) {
   if (!runner_) fail(ExitCode::failure, "internal: engine without a step runner");
+  if (options_.learned_drafts && !runner_->has_draft_model()) {
+    fail(ExitCode::failure, "internal: learned drafts enabled for a step runner without a draft model");
+  }
   const std::int32_t n_backed = std::min(options.n_pages, runner_->kv_backed_pages());
   if (n_backed < options.n_pages) {
     // Pages get memory as the pool needs them; schedule() asks, on the engine thread.
@@ -126,7 +133,7 @@ void LocalEngine::loop() {
     for (const auto& c : cancels) {
       deliver(c.choice_index < 0 ? scheduler_.cancel(c.handle) : scheduler_.cancel_choice(c.handle, c.choice_index));
     }
-    const StepPlan plan = scheduler_.schedule(now_ms());
+    StepPlan plan = scheduler_.schedule(now_ms());
     deliver(scheduler_.take_capacity_failures());
     if (!plan.empty()) run_step(plan);
     publish_stats();
@@ -137,10 +144,14 @@ void LocalEngine::loop() {
   }
 }
 
-void LocalEngine::run_step(const StepPlan& plan) {
+void LocalEngine::run_step(StepPlan& plan) {
   const std::int32_t vocab = runner_->vocab_size();
   std::vector<RequestOutputs> outputs;
   try {
+    if (!plan.draft.empty()) {
+      runner_->propose_drafts(plan.draft, plan.page_copies, drafts_);
+      scheduler_.fill_drafts(plan, drafts_);
+    }
     const SamplingPlan sampling = scheduler_.plan_sampling(plan, vocab);
     runner_->run(plan.step, plan.page_copies, sampling, results_);
     outputs = scheduler_.apply(plan, sampling, results_, vocab);

@@ -47,6 +47,11 @@ class StepRunner {
   // are never read. `out` is reused step to step, so its buffers keep their capacity.
   virtual void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
                    StepResults& out) = 0;
+  // Learned drafts (draft_plan.h): whether the runner has a draft model, and its proposals for a
+  // step's plan (run before run() with the same copies, which the draft's KV cache needs too).
+  virtual bool has_draft_model() const { return false; }
+  virtual void propose_drafts(const DraftPlan& plan, std::span<const helios::PageCopy> copies,
+                              std::vector<std::vector<std::int32_t>>& out);
 };
 
 class LocalEngine final : public Engine {
@@ -82,7 +87,7 @@ class LocalEngine final : public Engine {
   void loop();
   void drain_inbox(std::deque<Submission>& submissions, std::deque<Cancellation>& cancels);
   void deliver(std::vector<RequestOutputs> outputs);
-  void run_step(const StepPlan& plan);
+  void run_step(StepPlan& plan);
   void publish_stats();
   double now_ms() const;
 
@@ -90,6 +95,7 @@ class LocalEngine final : public Engine {
   std::unique_ptr<StepRunner> runner_;
   Scheduler scheduler_;  // engine thread only
   StepResults results_;  // engine thread only; reused by every step
+  std::vector<std::vector<std::int32_t>> drafts_;  // engine thread only; the step's learned drafts
   std::unordered_map<RequestHandle, std::shared_ptr<OutputSink>> sinks_;  // engine thread only
   std::int64_t n_finished_unpublished_ = 0;                                 // engine thread only
   const std::chrono::steady_clock::time_point start_;

@@ -30,15 +30,48 @@ ModelStepRunner::ModelStepRunner(std::unique_ptr<helios::Backend> backend, std::
 
 std::int32_t ModelStepRunner::kv_grow(std::int32_t n_pages_wanted) {
   try {
-    return backend_->kv_grow(cache_, n_pages_wanted);
+    const std::int32_t n = backend_->kv_grow(cache_, n_pages_wanted);
+    return draft_ ? std::min(n, backend_->kv_grow(draft_cache_, n)) : n;
   } catch (const std::exception&) {
-    return cache_.backed_pages;  // the pool stays as it is; a broken device shows in the next step
+    return kv_backed_pages();  // the pool stays as it is; a broken device shows in the next step
   }
 }
 
 ModelStepRunner::~ModelStepRunner() {
-  model_.reset();  // before the backend it lives on
+  draft_.reset();
+  model_.reset();  // before the backend they live on
+  draft_cache_.storage.reset();
   cache_.storage.reset();
+}
+
+void ModelStepRunner::attach_draft(std::unique_ptr<model::Model> draft) {
+  if (!draft) fail(ExitCode::failure, "internal: attach_draft without a model");
+  if (draft->spec().vocab_size != model_->spec().vocab_size) {
+    fail_input("the draft model's vocabulary has {} tokens, the target's {}: a draft must share the target's tokenizer",
+               draft->spec().vocab_size, model_->spec().vocab_size);
+  }
+  draft_cache_ = backend_->reserve_kv_cache(
+      draft->kv_cache_layout(options_.n_pages + 1, options_.page_size_tokens, cache_.layout.dtype), options_.n_pages);
+  if (backend_->kv_grow(draft_cache_, cache_.backed_pages) < std::min(cache_.backed_pages, 1)) {
+    fail(ExitCode::capacity, "the device has no memory for the draft model's first KV pages");
+  }
+  draft_ = std::move(draft);
+  greedy_.temperature = 0.0f;
+}
+
+void ModelStepRunner::propose_drafts(const DraftPlan& plan, std::span<const helios::PageCopy> copies,
+                                     std::vector<std::vector<std::int32_t>>& out) {
+  if (!draft_) StepRunner::propose_drafts(plan, copies, out);
+  if (!copies.empty()) backend_->kv_copy_pages(draft_cache_, copies);
+  draft_proposal_run(plan, [&](const helios::Step& step) {
+    const helios::Tensor logits = draft_->forward_logits(step, draft_cache_);
+    std::vector<std::int32_t> tokens;
+    const std::int32_t n = step.n_logit_rows();
+    if (n == 0) return tokens;
+    draft_requests_.assign(std::size_t(n), helios::SampleRequest{&greedy_, {}, 0});
+    for (const auto& sampled : backend_->sample(logits.slice_rows(0, n), draft_requests_)) tokens.push_back(sampled.token);
+    return tokens;
+  }, out);
 }
 
 std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& buckets) {
@@ -47,6 +80,7 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
   backend_->reserve_sampling(options_.max_concurrency, vocab_size());
   graph_buckets_.clear();
   model_->drop_graphs();
+  if (draft_) draft_->drop_graphs();
   if (!options_.cuda_graphs || !backend_->supports_graphs() || buckets.empty()) return 0;
   std::vector<std::int32_t> sorted = buckets;
   std::sort(sorted.begin(), sorted.end());
@@ -59,6 +93,7 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
   const std::int32_t max_tokens = std::max(options_.step_token_budget(), max_rows);
   const std::int32_t pages_per_row = (options_.context_limit + options_.page_size_tokens - 1) / options_.page_size_tokens + 1;
   model_->reserve(max_tokens, max_rows, max_rows, max_rows * pages_per_row);
+  if (draft_) draft_->reserve(max_tokens, max_rows, max_rows, max_rows * pages_per_row);
   // The catalog's graphs (serving_step_shapes, which ignition enumerates too), largest first:
   // kernel scratch the backend sizes by the step then has its final size before the smaller graphs
   // record its address. The prefill chunk (a prompt's full chunks while no other row runs; with
@@ -71,6 +106,10 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
     } else if (model_->capture_decode_graph(shape.n_rows, cache_, scratch_page_)) {
       graph_buckets_.insert(graph_buckets_.begin(), shape.n_rows);
     }
+  }
+  // The draft's one-token forwards (draft_proposal_run) are decode steps of its own: the same buckets.
+  if (draft_) {
+    for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) draft_->capture_decode_graph(*it, draft_cache_, scratch_page_);
   }
   backend_->synchronize();  // a failing warm-up or capture shows here, at load, not at the first step
   return std::int32_t(graph_buckets_.size());

@@ -5,6 +5,7 @@
 // and called by the engine thread only.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -32,7 +33,9 @@ class ModelStepRunner final : public StepRunner {
 
   std::int32_t vocab_size() const override { return model_->spec().vocab_size; }
   void bind_thread() override { backend_->bind_thread(); }
-  std::int32_t kv_backed_pages() const override { return cache_.backed_pages; }
+  std::int32_t kv_backed_pages() const override {
+    return draft_ ? std::min(cache_.backed_pages, draft_cache_.backed_pages) : cache_.backed_pages;
+  }
   // Never throws: a device failure while growing is answered as no more memory.
   std::int32_t kv_grow(std::int32_t n_pages_wanted) override;
   const helios::KvCache& kv_cache() const { return cache_; }
@@ -41,6 +44,18 @@ class ModelStepRunner final : public StepRunner {
   void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
            StepResults& out) override;
   const model::Model& model() const { return *model_; }
+  helios::Backend& backend() { return *backend_; }
+
+  // Learned drafts: a draft model on the same backend, with the target's vocabulary, gets a KV
+  // cache of its own over the same pages (and scratch page), backed as the target's grows; from
+  // then on page copies and growth apply to both. Call before capture_graphs and the first step.
+  void attach_draft(std::unique_ptr<model::Model> draft);
+  bool has_draft_model() const override { return draft_ != nullptr; }
+  const model::Model* draft_model() const { return draft_.get(); }
+  // Runs the plan's draft forwards (draft_proposal_run), each drawing the argmax of its logits
+  // rows where the logits are (on the device for the CUDA backend; only token ids come back).
+  void propose_drafts(const DraftPlan& plan, std::span<const helios::PageCopy> copies,
+                      std::vector<std::vector<std::int32_t>>& out) override;
 
   // Captures the decode step of each bucket (rows; the package's concurrency buckets, see
   // decode_buckets) as a graph, after reserving the model's buffers for the largest step the
@@ -58,6 +73,10 @@ class ModelStepRunner final : public StepRunner {
   EngineOptions options_;
   std::int32_t scratch_page_ = 0;             // = options.n_pages, the KV cache's extra page
   std::vector<std::int32_t> graph_buckets_;   // rows of the captured decode graphs, ascending
+  std::unique_ptr<model::Model> draft_;       // refers to *backend_; null without learned drafts
+  helios::KvCache draft_cache_;
+  helios::SamplingParams greedy_;             // what draft forwards draw with
+  std::vector<helios::SampleRequest> draft_requests_;
 };
 
 // The decode buckets of a concurrency limit: powers of two up to the first >= max_concurrency.
