@@ -53,6 +53,11 @@ struct EngineOptions {
   bool history_drafts = false;
   bool learned_drafts = false;
   HistoryDraftSettings history_draft_settings;
+  // The verify rows of one step carry at most this many tokens (pending tokens and drafts); rows
+  // past it decode ordinarily. adaptive_verification: each round's draft count follows the
+  // choice's measured acceptance (verify_policy.h) instead of always max_draft_tokens.
+  std::int32_t speculative_token_capacity = 128;
+  bool adaptive_verification = true;
 
   // Tokens computed in one step over all rows: the prefill chunk, and at least a full verify row
   // (the pending token and the drafts) per slot.

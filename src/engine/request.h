@@ -143,6 +143,10 @@ struct EngineStats {
   int64_t n_kv_pages_backed = 0;  // pages with device memory behind them (the rest are reserved)
   int64_t n_prefix_queried_tokens = 0;  // cumulative prompt tokens looked up
   int64_t n_prefix_hit_tokens = 0;      // cumulative prompt tokens found in the prefix cache
+  // Speculative decoding, cumulative: verify rows, the drafts they carried, the drafts accepted.
+  int64_t n_verify_rows = 0;
+  int64_t n_draft_tokens = 0;
+  int64_t n_accepted_draft_tokens = 0;
 };
 
 // What the server needs from the engine. Implementations are thread-safe: submit, cancel and

@@ -216,6 +216,7 @@ void Scheduler::emit_row(StepPlan& plan, Request& r, Choice& c, std::int32_t n_t
 StepPlan Scheduler::schedule(double now_ms) {
   StepPlan plan;
   std::int32_t budget = options_.step_token_budget();
+  std::int32_t verify_budget = options_.speculative_token_capacity;  // tokens of this step's verify rows
   ++schedule_stamp_;
   bool admissions_blocked = false;
   auto cands = candidates(now_ms);
@@ -249,7 +250,13 @@ StepPlan Scheduler::schedule(double now_ms) {
       counters_.n_prefix_queried_tokens += r.n_prompt();
       counters_.n_prefix_hit_tokens += r.n_cached_prompt_tokens;
     }
-    if (decode) n += schedule_drafts(r, c, std::min(budget, options_.prefill_chunk_tokens) - n, plan.page_copies);
+    if (decode) {
+      const std::int32_t room = std::min({budget, options_.prefill_chunk_tokens, verify_budget}) - n;
+      if (const std::int32_t k = schedule_drafts(r, c, room, plan.page_copies); k > 0) {
+        n += k;
+        verify_budget -= n;
+      }
+    }
     emit_row(plan, r, c, n);
     if (options_.learned_drafts) emit_draft_row(plan, r, c, n);
     budget -= n;

@@ -64,6 +64,22 @@ json weights_json(const package::Package& package) {
           {"decode_weight_bytes", s->decode_weight_bytes}};
 }
 
+json speculation_json(const proto::Manifest& m) {
+  const proto::Speculation& s = m.speculation();
+  json draft = nullptr;
+  if (!s.draft_model_config_json().empty()) {
+    draft = {{"source", s.draft_source()},
+             {"architecture", s.draft_architecture()},
+             {"weight_bytes", s.draft_weight_bytes()},
+             {"bytes_per_cached_token", s.draft_bytes_per_cached_token()}};
+  }
+  return {{"max_draft_tokens", s.max_draft_tokens()},
+          {"adaptive_verification", s.adaptive_verification()},
+          {"token_capacity", s.token_capacity()},
+          {"history_drafts_available", s.max_draft_tokens() > 0},
+          {"draft_model", draft}};
+}
+
 json summary_json(const package::Package& package, const InspectView& view) {
   const auto& m = package.manifest();
   return {{"verified", view.verified},
@@ -82,6 +98,7 @@ json summary_json(const package::Package& package, const InspectView& view) {
           {"kv_page_tokens", m.kv_page_tokens()},
           {"kv_cache_dtype", m.kv_cache_dtype().empty() ? json(nullptr) : json(m.kv_cache_dtype())},
           {"sampling", sampling_json(m)},
+          {"speculation", speculation_json(m)},
           {"selected_tensor_parallel", view.tensor_parallel ? json(*view.tensor_parallel) : json(nullptr)},
           {"selected_rank", view.rank ? json(*view.rank) : json(nullptr)},
           {"deployments", deployments_json(package, view)},

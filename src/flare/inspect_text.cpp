@@ -38,6 +38,27 @@ std::string speculation_text(const proto::Capacities& c) {
                      c.speculative_method().empty() ? "" : " (" + c.speculative_method() + ")");
 }
 
+// The package's prepared speculation beyond the draft count: the learned draft, the history
+// drafts flare run may add, the verification policy and its token capacity.
+Fields speculation_fields(const proto::Manifest& m) {
+  const proto::Speculation& s = m.speculation();
+  if (s.max_draft_tokens() == 0) return {};
+  Fields fields;
+  if (!s.draft_model_config_json().empty()) {
+    const std::uint64_t kv = m.memory_cost().bytes_per_cached_token();
+    fields.push_back({"draft model", fmt::format("{} ({}), {} of weights, {} of KV a token ({:.0f}% of each cached token)",
+                                                 s.draft_source(), s.draft_architecture(),
+                                                 format_bytes(s.draft_weight_bytes()),
+                                                 format_bytes(s.draft_bytes_per_cached_token()),
+                                                 kv ? 100.0 * double(s.draft_bytes_per_cached_token()) / double(kv) : 0.0)});
+  }
+  fields.push_back({"history drafts", "off unless flare run --history-drafts (copied from each request's own text)"});
+  fields.push_back({"verification", fmt::format("{}, at most {} verify tokens a step",
+                                                s.adaptive_verification() ? "adaptive" : "fixed width",
+                                                format_count(s.token_capacity()))});
+  return fields;
+}
+
 std::string sampling_defaults_text(const proto::SamplingDefaults& s) {
   std::vector<std::string> parts;
   if (s.has_temperature()) parts.push_back(fmt::format("temperature {:g}", s.temperature()));
@@ -91,6 +112,7 @@ void print_serving(const package::Package& package, const InspectView& view, con
     fields.push_back({prefix + "prefill chunk", fmt::format("{} tokens", format_count(c.prefill_chunk_tokens()))});
     fields.push_back({prefix + "speculation", speculation_text(c)});
   }
+  for (auto& field : speculation_fields(m)) fields.push_back(std::move(field));
   fields.push_back({"history kinds", m.history_kinds().empty() ? "attention" : m.history_kinds()});
   fields.push_back({"KV pages", fmt::format("{} tokens per page, {}", m.kv_page_tokens(),
                                             m.kv_cache_dtype().empty() ? "(dtype not recorded)" : m.kv_cache_dtype())});

@@ -179,6 +179,10 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
                concurrency, capacities.max_concurrency());
 
   const model::ModelSpec spec = model::model_spec_parse(manifest.model_config_json(), "package model configuration");
+  const RunSpeculation speculation = run_speculation(manifest, options.speculation);
+  if (speculation.learned_drafts && on_gpu) {
+    fail_input("package {} carries a learned draft model, which runs on the CPU backend only so far", selected.path.string());
+  }
   const std::int64_t page_tokens = manifest.kv_page_tokens() ? manifest.kv_page_tokens() : 16;
   const model::ServingSettings serving = serving_settings(capacities, page_tokens, concurrency);
 
@@ -206,6 +210,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     backend = std::move(cpu);
   }
   std::unique_ptr<model::Model> loaded;
+  std::unique_ptr<model::Model> draft;
   {
     std::uint64_t weight_bytes = 0;
     for (const auto& view : manifest.tensors()) weight_bytes += view.length_bytes();
@@ -221,7 +226,9 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
         [&](std::uint64_t n) { stage.advance(n); });
     model::LoadedWeights weights = model::weights_from_prepared(spec, lookup, *backend);
     loaded = std::make_unique<model::Model>(spec, *backend, std::move(weights));
-    stage.ok(fmt::format("{} tensors, {}", manifest.tensors_size(), format_bytes(weight_bytes)));
+    if (speculation.learned_drafts) draft = load_draft_model(manifest, lookup, *backend);
+    stage.ok(fmt::format("{} tensors, {}{}", manifest.tensors_size(), format_bytes(weight_bytes),
+                         draft ? " (with the draft model " + manifest.speculation().draft_source() + ")" : ""));
   }
   {
     ProgressStage stage(terminal, stderr, "Load kernels");
@@ -268,10 +275,12 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     engine_options.scheduler_policy = policy;
     if (options.scheduler_terminal_value) engine_options.terminal_value = *options.scheduler_terminal_value;
     if (options.scheduler_terminal_age_price) engine_options.terminal_age_price = *options.scheduler_terminal_age_price;
+    apply_speculation(speculation, engine_options);
     // The pool's pages are reserved whole; device memory backs a first chunk now, more as it fills.
     try {
       runner = std::make_unique<engine::ModelStepRunner>(std::move(backend), std::move(loaded), engine_options,
                                                          helios::DType::bf16);
+      if (draft) runner->attach_draft(std::move(draft));
     } catch (const Error& e) {
       if (!gpu || (e.code() != ExitCode::failure && e.code() != ExitCode::capacity)) throw;
       // The device refused the planned pool (another process took memory since it was measured).
@@ -344,10 +353,10 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
                          http.port()));
   }
   std::fprintf(stderr,
-               "Serving %s as %s: policy %s, concurrency %lld, context %s tokens, KV %s tokens (limited by %s), "
-               "memory limit %s; ready in %s\n",
+               "Serving %s as %s: policy %s, concurrency %lld, speculation %s, context %s tokens, KV %s tokens "
+               "(limited by %s), memory limit %s; ready in %s\n",
                info.canonical_id.c_str(), fmt::format("{}", fmt::join(info.served_names, ", ")).c_str(),
-               engine::scheduler_policy_name(policy), static_cast<long long>(concurrency),
+               engine::scheduler_policy_name(policy), static_cast<long long>(concurrency), speculation.summary.c_str(),
                format_count(static_cast<std::uint64_t>(context)).c_str(),
                format_count(static_cast<std::uint64_t>(kv.tokens)).c_str(), kv.limited_by.c_str(),
                options.memory_limit.value_or("none").c_str(), format_elapsed(Clock::now() - started).c_str());
@@ -386,6 +395,18 @@ void add_run_command(CLI::App& app, PackageCommandGlobals& globals, RunOptions& 
                       "Terminal-retirement value in prompt-token units (default 256)");
   command->add_option("--scheduler-terminal-age-price", options.scheduler_terminal_age_price,
                       "Terminal age price in value/ms\u00b2 (default 1)");
+  command->add_option("--mtp-draft-tokens", options.speculation.mtp_draft_tokens,
+                      "Most draft tokens per round, within the package's (0: ordinary decoding)");
+  command->add_flag_callback("--history-drafts", [&options] { options.speculation.history_drafts = true; },
+                             "Draft from each request's own prompt and output (n-gram lookup)");
+  command->add_flag_callback("--no-history-drafts", [&options] { options.speculation.history_drafts = false; },
+                             "No history drafts (the default)");
+  command->add_flag_callback("--mtp-adaptive-verification",
+                             [&options] { options.speculation.adaptive_verification = true; },
+                             "Pick each round's draft count from measured acceptance (package default)");
+  command->add_flag_callback("--no-mtp-adaptive-verification",
+                             [&options] { options.speculation.adaptive_verification = false; },
+                             "Verify the full draft count every round");
   command->add_option("--config", globals.config, "Configuration file (default ~/.config/flare/config.toml)");
   command->add_option("--model-cache", globals.model_cache, "Model cache directory (default [paths] package_cache)");
   command->add_flag("--plain", globals.plain, "No styling or animation");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "flare/package_commands.h"
+#include "flare/run_speculation.h"
 
 namespace flare::cli {
 
@@ -30,6 +31,7 @@ struct RunOptions {
   std::string scheduler_policy = "balanced";
   std::optional<double> scheduler_terminal_value;
   std::optional<double> scheduler_terminal_age_price;
+  SpeculationFlags speculation;
 };
 
 int run_serve(const PackageCommandGlobals& globals, const RunOptions& options);

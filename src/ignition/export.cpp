@@ -10,7 +10,9 @@
 #include "common/host_memory.h"
 #include "common/sizes.h"
 #include "common/terminal.h"
+#include "engine/engine_options.h"
 #include "ignition/config_template.h"
+#include "ignition/draft_model.h"
 #include "ignition/gpu_preparation.h"
 #include "ignition/memory_plan.h"
 #include "ignition/resolve.h"
@@ -113,6 +115,25 @@ void set_sampling(const model::Recipe& recipe, proto::Manifest& manifest) {
   add_range("repetition_penalty", r.repetition_penalty_min, r.repetition_penalty_max);
 }
 
+// Flags > recipe. --no-mtp excludes the other speculation flags.
+SpeculationSettings speculation_settings(const ExportOptions& options, const model::Recipe& recipe) {
+  if (options.no_mtp && (options.mtp_draft_tokens || options.speculative_token_capacity ||
+                         options.no_mtp_adaptive_verification)) {
+    fail_usage("--no-mtp excludes --mtp-draft-tokens, --speculative-token-capacity and --no-mtp-adaptive-verification");
+  }
+  SpeculationSettings s;
+  s.max_draft_tokens = options.no_mtp ? 0 : options.mtp_draft_tokens.value_or(recipe.default_draft_tokens);
+  if (s.max_draft_tokens < 0 || s.max_draft_tokens > engine::k_max_draft_tokens) {
+    fail_usage("--mtp-draft-tokens must be from 0 to {}, got {}", engine::k_max_draft_tokens, s.max_draft_tokens);
+  }
+  s.adaptive_verification = !options.no_mtp_adaptive_verification;
+  s.token_capacity = options.speculative_token_capacity.value_or(128);
+  if (s.token_capacity < 1 || s.token_capacity > 65536) {
+    fail_usage("--speculative-token-capacity must be from 1 to 65536, got {}", s.token_capacity);
+  }
+  return s;
+}
+
 }  // namespace
 
 fs::path assets_directory() {
@@ -174,17 +195,31 @@ int run_export(const ExportOptions& options) {
   const std::int64_t context = recipe.context_ceiling ? std::min<std::int64_t>(*recipe.context_ceiling, spec.max_position_embeddings)
                                                       : spec.max_position_embeddings;
   const model::Architecture& architecture = model::architecture_of(spec);
-  const std::uint64_t kv_bytes_per_token = helios::history_bytes_per_token(architecture.history(spec), helios::DType::bf16);
+  const SpeculationSettings speculation = speculation_settings(options, recipe);
+  const std::optional<PreparedDraft> draft = resolve_draft(options.draft_model, options.no_mtp, recipe, config,
+                                                           assets_directory(), resolved.checkpoint_dir, spec);
+  if (draft && on_gpu) {
+    fail_usage("a learned draft model ({}) is prepared for CPU packages only so far; export with --cpu, or with "
+               "--no-mtp for this GPU", draft->source);
+  }
+  // Draft pages share the target's page ids: a cached token holds both models' KV.
+  const std::uint64_t kv_bytes_per_token =
+      helios::history_bytes_per_token(architecture.history(spec), helios::DType::bf16) +
+      (draft ? draft->kv_bytes_per_token : 0);
   std::fprintf(stderr, "Settings: max concurrency %lld, prefill chunk %d tokens, context %s tokens, KV pages of %d tokens (BF16)\n",
                static_cast<long long>(max_concurrency), prefill_chunk, format_count(static_cast<std::uint64_t>(context)).c_str(),
                recipe.page_size_tokens);
 
   // Memory plan, before any weight is read.
   MemoryDemand demand;
-  demand.weight_bytes = architecture.weight_table(spec).prepared_bytes();
-  // The activations of the largest step (a prefill chunk beside a decode row per slot), as BF16.
+  demand.weight_bytes = architecture.weight_table(spec).prepared_bytes() + (draft ? draft->weight_bytes : 0);
+  // The activations of the largest step (a prefill chunk beside a verify row per slot), as BF16,
+  // for the target and (its forwards run one at a time, but keep their own arenas) the draft.
   const auto step_rows = static_cast<std::int32_t>(max_concurrency) + 1;
-  demand.scratch_bytes = model::arena_bytes(spec, helios::DType::bf16, {prefill_chunk + step_rows, step_rows, step_rows});
+  const helios::ArenaCapacity largest_step{prefill_chunk + step_rows * (1 + speculation.max_draft_tokens), step_rows,
+                                       step_rows * (1 + speculation.max_draft_tokens)};
+  demand.scratch_bytes = model::arena_bytes(spec, helios::DType::bf16, largest_step) +
+                         (draft ? model::arena_bytes(draft->spec, helios::DType::bf16, largest_step) : 0);
   demand.kv_bytes_per_token = kv_bytes_per_token;
   demand.max_concurrency = static_cast<std::int32_t>(max_concurrency);
   demand.min_tokens_per_request = static_cast<std::int32_t>(std::min<std::int64_t>(kMinTokensPerRequest, context));
@@ -221,7 +256,21 @@ int run_export(const ExportOptions& options) {
     gpu = std::make_unique<GpuPreparation>(spec, gpu_options);
   }
   {
-    Phase phase(terminal, "Load weights", static_cast<std::uint64_t>(spec.n_layers + 1));
+    Phase phase(terminal, "Load weights",
+                static_cast<std::uint64_t>(spec.n_layers + 1 + (draft ? draft->spec.n_layers + 1 : 0)));
+    auto add_group = [&](model::PreparedGroup&& group) {
+      weight_payloads.emplace_back(group.payload_name, pack_group(group, manifest));
+      known_ids.push_back(package::sha256_hex(weight_payloads.back().second));
+      const std::string& id = known_ids.back();
+      std::error_code ec;
+      const bool cached = fs::exists(cache.root() / "blobs" / (id + ".safetensors"), ec);
+      if (cached) ++n_reused;
+      if (options.verbose)
+        std::fprintf(stderr, "  %-20s %10s  %zu tensors  sha256 %.16s%s\n", weight_payloads.back().first.c_str(),
+                     format_bytes(weight_payloads.back().second.size()).c_str(), group.tensors.size(), id.c_str(),
+                     cached ? "  (cached)" : "");
+      phase.stage.advance(1);
+    };
     if (options.reuse_weights) {
       std::ifstream in(resolved.checkpoint_dir / "config.json", std::ios::binary);
       const std::string config_json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -236,20 +285,9 @@ int run_export(const ExportOptions& options) {
       std::fprintf(stderr, "  weights from %s (--reuse-weights; the checkpoint's tensors are not read)\n",
                    reused.source.c_str());
     } else {
-      model::prepare_weights(spec, resolved.checkpoint_dir, [&](model::PreparedGroup&& group) {
-        weight_payloads.emplace_back(group.payload_name, pack_group(group, manifest));
-        known_ids.push_back(package::sha256_hex(weight_payloads.back().second));
-        const std::string& id = known_ids.back();
-        std::error_code ec;
-        const bool cached = fs::exists(cache.root() / "blobs" / (id + ".safetensors"), ec);
-        if (cached) ++n_reused;
-        if (options.verbose)
-          std::fprintf(stderr, "  %-20s %10s  %zu tensors  sha256 %.16s%s\n", weight_payloads.back().first.c_str(),
-                       format_bytes(weight_payloads.back().second.size()).c_str(), group.tensors.size(), id.c_str(),
-                       cached ? "  (cached)" : "");
-        phase.stage.advance(1);
-      });
+      model::prepare_weights(spec, resolved.checkpoint_dir, add_group);
     }
+    if (draft) prepare_draft_weights(*draft, add_group);
     if (options.no_weights && n_reused != static_cast<std::int32_t>(weight_payloads.size()))
       fail(ExitCode::preparation, "--no-weights: {} of {} weight payloads are not in the cache {}",
            weight_payloads.size() - n_reused, weight_payloads.size(), cache.root().string());
@@ -358,6 +396,7 @@ int run_export(const ExportOptions& options) {
   cost->set_bytes_per_cached_token(kv_bytes_per_token);
   cost->set_graph_and_scratch_bytes(demand.scratch_bytes);
   set_sampling(recipe, manifest);
+  record_speculation(manifest, speculation, draft);
 
   // Export package: sign and publish in the cache, selected as the default.
   SigningIdentity signer = load_signing_identity(config);
@@ -424,6 +463,16 @@ void add_export_command(CLI::App& app, ExportOptions& options) {
   command->add_option("--repo-id", options.repo_id, "Hugging Face target recorded for the exported entry");
   command->add_option("--official-source", options.official_source,
                       "Published repository URL under the configured publisher namespace");
+  command->add_option("--draft-model", options.draft_model,
+                      "Learned draft model for speculative decoding: a checkpoint directory or ORG/NAME[@REVISION] "
+                      "in the hub cache (same tokenizer as the target; default: the recipe's, if any)");
+  command->add_option("--mtp-draft-tokens", options.mtp_draft_tokens,
+                      "Most draft tokens verified in one round, 0-15 (default: the recipe's, 5)");
+  command->add_flag("--no-mtp", options.no_mtp, "No speculation: no draft model, one token per step");
+  command->add_option("--speculative-token-capacity", options.speculative_token_capacity,
+                      "Most target tokens of verify rows in one step (default 128)");
+  command->add_flag("--no-mtp-adaptive-verification", options.no_mtp_adaptive_verification,
+                    "Verify a fixed number of drafts every round instead of adapting to measured acceptance");
 }
 
 }  // namespace flare::ignition

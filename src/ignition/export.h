@@ -29,6 +29,12 @@ struct ExportOptions {
   std::optional<std::string> repo_id;
   std::optional<std::string> official_source;
   std::optional<std::filesystem::path> model_cache;
+  // Speculative decoding (draft_model.h).
+  std::optional<std::string> draft_model;             // --draft-model DIR|ORG/NAME[@REVISION]
+  std::optional<int> mtp_draft_tokens;                // --mtp-draft-tokens N
+  bool no_mtp = false;                                // --no-mtp
+  std::optional<int> speculative_token_capacity;      // --speculative-token-capacity N
+  bool no_mtp_adaptive_verification = false;          // --no-mtp-adaptive-verification
 };
 
 int run_export(const ExportOptions& options);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "ignition/draft_model.h"
 #include "package/package.h"
 
 namespace flare::ignition {
@@ -41,14 +42,18 @@ ReusedWeights reuse_cached_weights(const package::ModelCache& cache, const std::
 
   ReusedWeights reused;
   reused.source = ref.text();
+  // The target's weights only: a learned draft is prepared again from its own checkpoint.
+  auto is_draft = [](const std::string& name) { return name.rfind(kDraftPrefix, 0) == 0; };
   for (const auto& payload : m.payloads()) {
-    if (payload.role() != proto::PAYLOAD_ROLE_WEIGHT) continue;
+    if (payload.role() != proto::PAYLOAD_ROLE_WEIGHT || is_draft(payload.name())) continue;
     const auto bytes = source->payload_bytes(payload.id());
     reused.payloads.push_back({payload.name(), payload.id(), std::vector<std::byte>(bytes.begin(), bytes.end())});
   }
   if (reused.payloads.empty() || m.tensors_size() == 0)
     fail(ExitCode::preparation, "--reuse-weights: {} carries no prepared weights", ref.text());
-  reused.views.assign(m.tensors().begin(), m.tensors().end());
+  for (const auto& view : m.tensors()) {
+    if (!is_draft(view.payload())) reused.views.push_back(view);
+  }
   return reused;
 }
 

@@ -40,4 +40,10 @@ PreparedLookup lookup_from_views(const proto::Manifest& manifest, PayloadBytes p
   };
 }
 
+PreparedLookup prefixed_lookup(PreparedLookup whole, std::string prefix) {
+  return [whole = std::move(whole), prefix = std::move(prefix)](const std::string& name, PreparedTensorRef& out) {
+    return whole(prefix + name, out);
+  };
+}
+
 }  // namespace flare::model

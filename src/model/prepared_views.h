@@ -24,4 +24,8 @@ using PayloadBytes = std::function<std::optional<std::span<const std::byte>>(con
 PreparedLookup lookup_from_views(const proto::Manifest& manifest, PayloadBytes payload_bytes,
                                  std::function<void(std::uint64_t)> on_tensor = {});
 
+// Tensors of one model among several in a manifest: `name` looks up prefix + name in `whole`
+// (a package's learned draft model keeps its layout under "draft/").
+PreparedLookup prefixed_lookup(PreparedLookup whole, std::string prefix);
+
 }  // namespace flare::model

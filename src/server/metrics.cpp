@@ -100,6 +100,18 @@ std::string Metrics::render(const engine::EngineStats& stats, const std::string&
                         ? static_cast<double>(stats.n_prefix_hit_tokens) / static_cast<double>(stats.n_prefix_queried_tokens)
                         : 0.0;
   gauge("flare_prefix_cache_hit_rate", "Prompt tokens found in the prefix cache / prompt tokens looked up.", hit_rate);
+  auto counter = [&](const char* name, const char* help, std::int64_t value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{{model=\"{}\"}} {}\n", name, help, name, name, model, value);
+  };
+  counter("flare_spec_decode_verify_rounds_total", "Decode rows that verified draft tokens.", stats.n_verify_rows);
+  counter("flare_spec_decode_draft_tokens_total", "Draft tokens proposed for verification.", stats.n_draft_tokens);
+  counter("flare_spec_decode_accepted_tokens_total", "Draft tokens the target accepted.", stats.n_accepted_draft_tokens);
+  // Tokens a verify round commits: the accepted drafts plus the round's own token.
+  const double mean_accepted = stats.n_verify_rows > 0 ? 1.0 + static_cast<double>(stats.n_accepted_draft_tokens) /
+                                                                   static_cast<double>(stats.n_verify_rows)
+                                                       : 0.0;
+  gauge("flare_spec_decode_mean_accepted_length", "Tokens committed per verify round (accepted drafts + 1).",
+        mean_accepted);
   return out;
 }
 

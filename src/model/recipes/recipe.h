@@ -55,6 +55,10 @@ struct Recipe {
   SamplingDefaults sampling;
   SamplingRanges ranges;
   std::string export_repository;           // Hugging Face publishing target for exported packages
+  // Speculative decoding: the learned draft prepared with it (a folder of the assets directory;
+  // empty: none unless --draft-model names one) and the most drafts a verify row carries.
+  std::string bundled_draft_directory;
+  std::int32_t default_draft_tokens = 5;
 };
 
 // Every recipe, in display order (the demo first).

@@ -30,6 +30,7 @@ std::vector<Recipe> declare_recipes() {
   demo.prefill_chunk_tokens = 512;
   demo.page_size_tokens = 16;
   demo.sampling = {0.8f, 0.95f, 0, 0.0f, 1.1f};
+  demo.bundled_draft_directory = "demo-model/draft";  // flare-demo-coder-draft, trained beside it
   recipes.push_back(demo);
 
   Recipe llama;

@@ -1,0 +1,59 @@
+// Speculation settings and the draft model at `flare run` (see run_speculation.h).
+#include "flare/run_speculation.h"
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "model/prepared_views.h"
+
+namespace flare::cli {
+
+RunSpeculation run_speculation(const proto::Manifest& manifest, const SpeculationFlags& flags) {
+  const proto::Speculation& prepared = manifest.speculation();
+  const auto max_prepared = static_cast<std::int32_t>(prepared.max_draft_tokens());
+  const bool has_draft = !prepared.draft_model_config_json().empty();
+  RunSpeculation out;
+  out.max_draft_tokens = flags.mtp_draft_tokens.value_or(max_prepared);
+  if (out.max_draft_tokens < 0 || out.max_draft_tokens > max_prepared) {
+    fail_usage("--mtp-draft-tokens {}: the package verifies at most {} draft tokens{}", out.max_draft_tokens,
+               max_prepared, max_prepared == 0 ? " (exported with --no-mtp)" : "; export again with a larger --mtp-draft-tokens");
+  }
+  out.history_drafts = flags.history_drafts.value_or(false);
+  if (out.history_drafts && max_prepared == 0) {
+    fail_usage("--history-drafts: the package was exported with --no-mtp (no verification rows); export it without "
+               "--no-mtp");
+  }
+  out.learned_drafts = has_draft && out.max_draft_tokens > 0;
+  out.adaptive_verification = flags.adaptive_verification.value_or(prepared.adaptive_verification());
+  out.token_capacity = static_cast<std::int32_t>(prepared.token_capacity() ? prepared.token_capacity() : 128);
+  if (out.max_draft_tokens == 0 || (!out.learned_drafts && !out.history_drafts)) {
+    out.summary = out.max_draft_tokens > 0 ? "off (--history-drafts enables history drafts)" : "off";
+    out.max_draft_tokens = 0;
+    out.history_drafts = false;
+    return out;
+  }
+  std::string sources = out.learned_drafts && out.history_drafts ? "history, then the draft model"
+                        : out.learned_drafts                   ? "draft model " + prepared.draft_source()
+                                                               : "history drafts";
+  out.summary = fmt::format("{} {} draft tokens ({}; {} verification)", out.adaptive_verification ? "up to" : "exactly",
+                            out.max_draft_tokens, sources, out.adaptive_verification ? "adaptive" : "fixed");
+  return out;
+}
+
+void apply_speculation(const RunSpeculation& speculation, engine::EngineOptions& options) {
+  options.max_draft_tokens = speculation.max_draft_tokens;
+  options.history_drafts = speculation.history_drafts;
+  options.learned_drafts = speculation.learned_drafts;
+  options.adaptive_verification = speculation.adaptive_verification;
+  options.speculative_token_capacity = speculation.token_capacity;
+}
+
+std::unique_ptr<model::Model> load_draft_model(const proto::Manifest& manifest, const model::PreparedLookup& whole,
+                                               helios::Backend& backend) {
+  const model::ModelSpec spec =
+      model::model_spec_parse(manifest.speculation().draft_model_config_json(), "package draft model configuration");
+  model::LoadedWeights weights = model::weights_from_prepared(spec, model::prefixed_lookup(whole, "draft/"), backend);
+  return std::make_unique<model::Model>(spec, backend, std::move(weights));
+}
+
+}  // namespace flare::cli
