@@ -160,14 +160,16 @@ class ChatResponder final : public ResponderBase {
   std::vector<bool> finish_sent_;
 };
 
-json read_template_kwargs(const json& body) {
+json read_template_kwargs(const json& body, const Frontend& frontend) {
   json kwargs = json::object();
   auto it = body.find("chat_template_kwargs");
   if (it != body.end() && !it->is_null()) {
     if (!it->is_object()) fail_field("chat_template_kwargs", "must be an object");
     kwargs = *it;
   }
-  if (auto effort = get_string(body, "reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+  auto effort = get_string(body, "reasoning_effort");
+  if (effort) kwargs["reasoning_effort"] = *effort;
+  check_reasoning_effort(frontend, kwargs, effort ? "reasoning_effort" : "chat_template_kwargs.reasoning_effort");
   return kwargs;
 }
 
@@ -192,7 +194,7 @@ GenerationJob prepare_chat_completion(const json& body, const AdapterContext& co
       fail_field("response_format.type", "only 'text' is supported (this server has no structured output)");
     }
   }
-  json kwargs = read_template_kwargs(body);
+  json kwargs = read_template_kwargs(body, context.frontend);
   bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
 
   GenerationJob job;

@@ -338,6 +338,7 @@ GenerationJob prepare_responses(const json& body, const AdapterContext& context)
     require_object(*reasoning, "reasoning");
     if (auto effort = get_string(*reasoning, "effort", "reasoning")) kwargs["reasoning_effort"] = *effort;
   }
+  check_reasoning_effort(context.frontend, kwargs, "reasoning.effort");
   engine::GenerationRequest request;
   request.prompt_token_ids = render_chat_prompt(context, messages, tools, kwargs, true, "input");
   read_sampling_fields(body, context.model, context.frontend.vocab_size(), request);

@@ -22,6 +22,9 @@ json tokenize(const json& body, const AdapterContext& context) {
     json tools = normalize_chat_tools(body.contains("tools") ? body["tools"] : json());
     json kwargs = body.contains("chat_template_kwargs") ? body["chat_template_kwargs"] : json::object();
     if (!kwargs.is_object()) fail_field("chat_template_kwargs", "must be an object");
+    auto effort = get_string(body, "reasoning_effort");
+    if (effort) kwargs["reasoning_effort"] = *effort;
+    check_reasoning_effort(context.frontend, kwargs, effort ? "reasoning_effort" : "chat_template_kwargs.reasoning_effort");
     bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
     ids = render_chat_prompt(context, messages, tools, kwargs, add_generation_prompt, "messages");
   }

@@ -1,6 +1,8 @@
 // Chat message and tool normalization, prompt rendering (chat_messages.h).
 #include "server/chat_messages.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "server/adapter_util.h"
 #include "server/frontend.h"
@@ -160,6 +162,18 @@ bool thinking_enabled(const json& template_kwargs) {
     if (it != template_kwargs.end() && it->is_boolean()) return it->get<bool>();
   }
   return true;
+}
+
+void check_reasoning_effort(const Frontend& frontend, const json& template_kwargs, const std::string& field) {
+  auto it = template_kwargs.find("reasoning_effort");
+  if (it == template_kwargs.end() || it->is_null()) return;
+  std::vector<std::string> efforts = frontend.reasoning_efforts();
+  if (efforts.empty()) return;
+  std::string names;
+  for (const auto& effort : efforts) names += (names.empty() ? "'" : ", '") + effort + "'";
+  if (!it->is_string() || std::find(efforts.begin(), efforts.end(), it->get<std::string>()) == efforts.end()) {
+    fail_field(field, "must be one of {} for this model, not {}", names, it->dump());
+  }
 }
 
 std::vector<engine::TokenId> render_chat_prompt(const AdapterContext& context, const json& messages, const json& tools,

@@ -34,5 +34,8 @@ std::vector<engine::TokenId> render_chat_prompt(const AdapterContext& context, c
                                         const std::string& messages_field);
 // Whether the template kwargs leave thinking on (enable_thinking / thinking).
 bool thinking_enabled(const json& template_kwargs);
+// A 400 naming `field` when template_kwargs.reasoning_effort is not one the frontend's prompt
+// format accepts (Frontend::reasoning_efforts; formats that list none take any value).
+void check_reasoning_effort(const Frontend& frontend, const json& template_kwargs, const std::string& field);
 
 }  // namespace flare::server

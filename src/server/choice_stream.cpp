@@ -16,7 +16,8 @@ std::string make_random_id(const std::string& prefix, size_t n_chars) {
 
 ChoiceStream::ChoiceStream(const Frontend& frontend, ChoiceOptions options)
     : frontend_(frontend), options_(std::move(options)) {
-  detokenizer_ = frontend_.make_detokenizer(options_.skip_special_tokens);
+  const bool keep_specials = options_.parse && frontend_.parser_reads_special_tokens();
+  detokenizer_ = frontend_.make_detokenizer(options_.skip_special_tokens && !keep_specials);
   if (options_.parse) parser_ = frontend_.make_parser(options_.parser);
 }
 

@@ -108,6 +108,12 @@ class Frontend {
   }
   virtual std::unique_ptr<Detokenizer> make_detokenizer(bool skip_special_tokens) const = 0;
   virtual std::unique_ptr<OutputParser> make_parser(const ParserOptions& options) const = 0;
+  // Whether the output parser reads special tokens (harmony's <|channel|>...): the detokenizer of a
+  // parsed choice then keeps them whatever skip_special_tokens says, and the parser drops them.
+  virtual bool parser_reads_special_tokens() const { return false; }
+  // The reasoning_effort values the prompt format accepts (others are a 400 naming the field);
+  // empty: the value goes to the chat template unchecked.
+  virtual std::vector<std::string> reasoning_efforts() const { return {}; }
 
   // Constrained decoding (tool_choice required / named):
   // The model family's tool-call format ("hermes", "llama3_json", "deepseek_v3"), or empty.

@@ -1,6 +1,7 @@
 // The server's Frontend over src/text (see text_frontend.h): tokenizer, chat template with the
 // special-token variables transformers passes, incremental detokenizer, and an output parser that
-// chains the reasoning parser (<think>) and the model family's tool-call parser.
+// chains the reasoning parser (<think>) and the model family's tool-call parser. gpt-oss packages
+// render and parse with harmony instead (harmony_chat.h).
 // One TextFrontend is shared by all HTTP threads: it is immutable after construction, and the
 // tokenizer and template it holds are thread-safe. Detokenizers and parsers are per choice.
 #include "server/text_frontend.h"
@@ -12,8 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "server/harmony_chat.h"
 #include "text/chat_template.h"
 #include "text/detokenizer.h"
+#include "text/harmony.h"
 #include "text/parser_reasoning.h"
 #include "text/parser_tool_call.h"
 #include "text/tokenizer.h"
@@ -185,6 +188,8 @@ class TextFrontend final : public Frontend {
     if (assets.tokenizer_json.empty()) fail_input("the model package has no tokenizer.json");
     tokenizer_ = text::Tokenizer::load_from_json(assets.tokenizer_json, assets.tokenizer_config_json);
     std::string source = !assets.chat_template.empty() ? assets.chat_template : tokenizer_->chat_template();
+    harmony_ = uses_harmony(assets.architecture, source, *tokenizer_);
+    if (harmony_) return;  // the template, if any, is not used: the encoder writes the prompt
     if (!source.empty()) chat_.emplace(text::ChatTemplate::compile(source));
     base_kwargs_ = special_token_variables(*tokenizer_);
     supports_reasoning_ = contains(source, kThinkStart) && contains(source, kThinkEnd);
@@ -212,6 +217,7 @@ class TextFrontend final : public Frontend {
 
   std::string render_chat(const ordered_json& messages, const ordered_json& tools, const ordered_json& template_kwargs,
                           bool add_generation_prompt) const override {
+    if (harmony_) return harmony_render_chat(messages, tools, template_kwargs, add_generation_prompt);
     if (!chat_) fail_input("this model has no chat template; use the completions API with a plain prompt");
     ordered_json kwargs = base_kwargs_;
     if (template_kwargs.is_object()) {
@@ -244,6 +250,7 @@ class TextFrontend final : public Frontend {
   }
 
   std::unique_ptr<OutputParser> make_parser(const ParserOptions& options) const override {
+    if (harmony_) return make_harmony_output_parser(options);
     std::optional<text::ReasoningParserOptions> reasoning;
     if (supports_reasoning_ && options.parse_reasoning) {
       reasoning.emplace();
@@ -252,6 +259,13 @@ class TextFrontend final : public Frontend {
       reasoning->started_in_prompt = options.prompt_opened_reasoning;
     }
     return std::make_unique<TextOutputParser>(std::move(reasoning), options.parse_tool_calls ? tool_format_ : std::string());
+  }
+
+  bool parser_reads_special_tokens() const override { return harmony_; }
+  std::vector<std::string> reasoning_efforts() const override {
+    if (!harmony_) return {};
+    auto efforts = harmony_reasoning_efforts();
+    return {efforts.begin(), efforts.end()};
   }
 
   std::string tool_call_format() const override { return tool_format_; }
@@ -265,6 +279,7 @@ class TextFrontend final : public Frontend {
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   bool supports_reasoning() const { return supports_reasoning_; }
   const std::string& tool_format() const { return tool_format_; }
+  bool harmony() const { return harmony_; }
 
  private:
   // The special-token variables transformers' apply_chat_template passes (special_tokens_map).
@@ -304,6 +319,7 @@ class TextFrontend final : public Frontend {
   std::shared_ptr<const text::Tokenizer> tokenizer_;
   std::optional<text::ChatTemplate> chat_;
   ordered_json base_kwargs_;
+  bool harmony_ = false;
   bool supports_reasoning_ = false;
   bool needs_special_tokens_ = false;
   std::string tool_format_;
@@ -338,9 +354,17 @@ std::vector<TokenId> eos_token_ids(const TextFrontendAssets& assets, const Front
       }
     }
   }
-  if (!ids.empty()) return ids;
-  if (const auto* text_frontend = dynamic_cast<const TextFrontend*>(&frontend)) {
+  const auto* text_frontend = dynamic_cast<const TextFrontend*>(&frontend);
+  if (ids.empty() && text_frontend) {
     if (auto eos = text_frontend->tokenizer().eos_token_id()) ids.push_back(*eos);
+  }
+  // Harmony ends a reply with <|return|> and a tool call with <|call|>: both stop generation even
+  // where generation_config.json leaves one out (gpt-oss's lists both, and <|endoftext|>).
+  if (text_frontend && text_frontend->harmony()) {
+    for (std::string_view token : {text::kHarmonyReturn, text::kHarmonyCall}) {
+      auto id = text_frontend->tokenizer().token_to_id(token);
+      if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+    }
   }
   return ids;
 }

@@ -11,8 +11,8 @@
 //   tool       "<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>..."
 // Prior reasoning is dropped the way the format says: analysis before the last final-channel
 // answer is not sent back; analysis after it (a tool-calling turn still in progress) is.
-// Plug-in: a Frontend for a gpt-oss package would call harmony_messages_from_openai /
-// harmony_tools_from_openai / harmony_render from render_chat, instead of the Jinja template.
+// The server renders gpt-oss chats with these (server/harmony_chat.h), after checking that every
+// tool result answers a call.
 // Pure functions; thread-safe.
 #pragma once
 

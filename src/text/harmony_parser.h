@@ -15,9 +15,8 @@
 // degrades to content (as in parser_tool_call.h); with stream_arguments they go out as deltas.
 // Malformed output (stray text, unknown channels, headers that never close, specials inside a
 // message) never throws: it degrades to content and problem() says what was wrong.
-// Plug-in: the server's OutputParser for a gpt-oss Frontend would wrap one HarmonyParser and map
-// reasoning/content/tool_call_start/arguments_delta/tool_call_end onto ParsedEvent kinds one to
-// one (the detokenizer must keep special tokens). One parser per request; not thread-safe.
+// The server's OutputParser for gpt-oss packages wraps one HarmonyParser (server/harmony_chat.h)
+// and keeps special tokens in the detokenized text. One parser per request; not thread-safe.
 #pragma once
 
 #include <string>

@@ -124,6 +124,20 @@ std::vector<Recipe> declare_recipes() {
   mixtral.license_url = "https://www.apache.org/licenses/LICENSE-2.0";
   mixtral.tensor_parallel_sizes = {1, 2, 4, 8};
   recipes.push_back(mixtral);
+
+  // gpt-oss: CPU backend only so far (CUDA refuses attention sinks and MXFP4 experts). Its chats
+  // are rendered by the native harmony encoder, not the checkpoint's template (server/harmony_chat.h).
+  Recipe gpt_oss;
+  gpt_oss.name = "gpt-oss-20b";
+  gpt_oss.canonical_name = "gpt-oss-20b";
+  gpt_oss.aliases = {"gpt-oss-20b"};
+  gpt_oss.checkpoint = {CheckpointSource::Kind::hub, "openai/gpt-oss-20b", "", ""};
+  gpt_oss.architectures = {"GptOssForCausalLM"};
+  gpt_oss.license = "apache-2.0";
+  gpt_oss.license_url = "https://huggingface.co/openai/gpt-oss-20b/blob/main/LICENSE";
+  gpt_oss.tensor_parallel_sizes = {1};
+  gpt_oss.sampling = {1.0f, 1.0f, 0, 0.0f, 1.0f};  // model card: temperature 1, top_p 1
+  recipes.push_back(gpt_oss);
   return recipes;
 }
 

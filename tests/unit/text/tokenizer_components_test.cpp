@@ -99,6 +99,20 @@ TEST(PreTokenizer, SplitRegexUnicodeAndLookahead) {
   EXPECT_EQ(pre_tokenize(qwen, "IT'S"), (Strings{"IT", "'S"}));
 }
 
+// gpt-oss's o200k pattern (tools/o200k-tokenizer.mjs): case classes, marks, contractions after
+// either case, three-digit groups, "/" kept with a newline run, and (?i:'s) taking the long s the
+// way tiktoken's Rust regex does.
+TEST(PreTokenizer, SplitO200kPattern) {
+  const char* o200k = R"({"type":"Split","pattern":{"Regex":"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false})";
+  EXPECT_EQ(pre_tokenize(o200k, "parseHTTPResponse getX"), (Strings{"parse", "HTTPResponse", " get", "X"}));
+  EXPECT_EQ(pre_tokenize(o200k, "THEY'RE they'Re it\xC5\xBF"), (Strings{"THEY'RE", " they'Re", " it\xC5\xBF"}));
+  EXPECT_EQ(pre_tokenize(o200k, "it'\xC5\xBF"), (Strings{"it'\xC5\xBF"}));  // U+017F folds to s
+  EXPECT_EQ(pre_tokenize(o200k, "1234567 x"), (Strings{"123", "456", "7", " x"}));
+  EXPECT_EQ(pre_tokenize(o200k, "a.\n/b"), (Strings{"a", ".\n/", "b"}));
+  EXPECT_EQ(pre_tokenize(o200k, "e\xCC\x81t\xC3\xA9  x"), (Strings{"e\xCC\x81t\xC3\xA9", " ", " x"}));  // combining acute
+  EXPECT_EQ(pre_tokenize(o200k, "\xC7\x85" "emal"), (Strings{"\xC7\x85" "emal"}));  // Lt then Ll
+}
+
 TEST(Regex, WhitespaceFlavours) {
   auto matches = [](const Regex& regex, std::string_view text) {
     std::vector<Span> spans;
