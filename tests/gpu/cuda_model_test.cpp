@@ -124,7 +124,6 @@ class CudaModel : public testing::TestWithParam<std::string> {
     std::string reason;
     gpu_ = try_cuda_backend(&reason);
     if (!gpu_) GTEST_SKIP() << "no CUDA backend: " << reason;
-    if (const std::string why = cuda_unsupported_fixture(dir()); !why.empty()) GTEST_SKIP() << why;
     reference_ = package::SafetensorsFile::open(dir() / "reference.safetensors");
     while (reference_->find("prompt." + std::to_string(n_prompts_))) ++n_prompts_;
   }
