@@ -237,10 +237,10 @@ TEST_F(CudaMoeMxfp4, GptOss20bShape) {
 
 TEST_F(CudaMoeMxfp4, OneExpertGetsEveryTokenAndMostGetNone) {
   const Experts s = make_experts(32, 256, 512, {.limit = 2.0f});
-  for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int32_t>>{{1, 1}, {16, 2}, {64, 4}, {300, 2}}) {
+  for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int32_t>>{{1, 1}, {16, 2}, {64, 3}, {300, 3}}) {
     std::vector<float> logits = random_f32(std::size_t(n * 32), -1.0f, 1.0f);
     for (std::int64_t t = 0; t < n; ++t) {
-      // Slot 0 is expert 9 for every token; the other slots pick among experts 20 and 21.
+      // Slot 0 is expert 9 for every token; slots 1 and 2 are experts 20 and 21 (k <= 3).
       logits[std::size_t(t * 32 + 9)] += 30.0f;
       logits[std::size_t(t * 32 + (t % 2 ? 20 : 21))] += 10.0f;
       logits[std::size_t(t * 32 + (t % 2 ? 21 : 20))] += 9.0f;
