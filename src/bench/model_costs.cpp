@@ -11,7 +11,7 @@ namespace {
 using model::WeightKind;
 
 // Elements of every layer's projection matrices that a step reads: of an expert stack, `experts`
-// of its matrices (expert_elements adds them up separately, as they stay BF16).
+// of its matrices (expert_stack_bytes adds them up separately, in their own formats).
 double layer_matrix_parameters(const model::WeightTable& table, double experts, bool expert_stacks) {
   double n = 0;
   for (const model::WeightGroup& group : table.groups) {
@@ -21,6 +21,20 @@ double layer_matrix_parameters(const model::WeightTable& table, double experts, 
     }
   }
   return n;
+}
+
+// Bytes of `experts` matrices of every expert stack and their biases: BF16 (2 bytes a value), or
+// MXFP4 (half a byte a value and a scale byte per 32).
+double expert_stack_bytes(const model::WeightTable& table, double experts) {
+  double bytes = 0;
+  for (const model::WeightGroup& group : table.groups) {
+    for (const model::WeightEntry& entry : group.entries) {
+      if (entry.n_batch <= 1) continue;
+      const double per_value = entry.kind == WeightKind::vector ? 4.0 : entry.mxfp4 ? 0.5 + 1.0 / 32 : 2.0;
+      bytes += per_value * double(entry.n_elements()) / entry.n_batch * experts;
+    }
+  }
+  return bytes;
 }
 
 // The output head's elements (the embedding's, when tied).
@@ -40,11 +54,11 @@ double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices) {
   double vectors = 0;
   for (const model::WeightGroup& group : table.groups) {
     for (const model::WeightEntry& entry : group.entries) {
-      if (entry.kind == WeightKind::vector) vectors += 4.0 * double(entry.n_elements());
+      if (entry.kind == WeightKind::vector && entry.n_batch <= 1) vectors += 4.0 * double(entry.n_elements());
     }
   }
-  return per_weight * layer_matrix_parameters(table, 0, false) + 2.0 * layer_matrix_parameters(table, experts, true) +
-         vectors + 2.0 * head_parameters(table);
+  return per_weight * layer_matrix_parameters(table, 0, false) + expert_stack_bytes(table, experts) + vectors +
+         2.0 * head_parameters(table);
 }
 
 double kv_bytes_per_token(const model::ModelSpec& s, helios::DType kv_dtype) {

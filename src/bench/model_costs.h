@@ -15,7 +15,7 @@ namespace flare::bench {
 // `matrices`: the layers' projection matrices, bf16 or f8_e4m3 (with 128 x 128 block scales); the
 // output head stays BF16.
 // Of an expert stack, only the router's top_k experts a layer are read (what one token touches);
-// expert stacks stay BF16.
+// expert stacks stay BF16, or MXFP4 where the weight table says so (gpt-oss).
 double decode_weight_bytes(const model::ModelSpec& spec, helios::DType matrices = helios::DType::bf16);
 
 // K and V bytes of one cached token over all layers.

@@ -4,8 +4,9 @@
 // sliding windows, BF16 and FP8 E4M3 pages. Both backends read the same page bytes; every byte
 // neither may read (pages outside the tables, slots past a row's length or before its window, the
 // other layer) holds NaN, and outputs and their row padding are poisoned, so stray reads and
-// unwritten outputs show. FP8 KV stores are compared bit for bit with the CPU's. Also prints decode
-// and prefill timings (informational). Skips without a GPU or NVRTC.
+// unwritten outputs show. FP8 KV stores are compared bit for bit with the CPU's. Attention sinks
+// (gpt-oss) on every path. Also prints decode and prefill timings (informational). Skips without a
+// GPU or NVRTC.
 #ifdef FLARE_HAVE_CUDA
 
 #include <algorithm>
@@ -105,8 +106,9 @@ class CudaAttention : public BackendVersusCpuTest {
 
   // One attention call on both backends over the same pages; compares the outputs. q's rows are
   // q_pad elements longer than its width on the GPU (8 keeps them 16-byte aligned).
+  // With `sinks`, each head gets a random attention sink (gpt-oss), a few far above its scores.
   void check(const std::string& what, const Heads& h, DType kv_dtype, const Rows& rows, int window, int page_size,
-             float q_scale, float atol, float rtol, int q_pad = 8) {
+             float q_scale, float atol, float rtol, int q_pad = 8, bool sinks = false) {
     std::int32_t n_pages = 0;
     const Step step = make_step(rows, page_size, &n_pages);
     const KvCacheLayout layout{2, n_pages, page_size, h.n_kv_heads, h.head_dim, kv_dtype};
@@ -119,14 +121,25 @@ class CudaAttention : public BackendVersusCpuTest {
     const auto q = random_bf16(std::size_t(n * width), q_scale);
     Matrix cq = host_f32(cpu_, q, n, width), cout = host_f32(cpu_, {}, n, width);
     Matrix gq = device_bf16(*gpu_, q, n, width, width + q_pad), gout = device_bf16(*gpu_, {}, n, width, width + 6);
-    const AttentionParams p{k_layer, h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim)), window};
+    AttentionParams cp{k_layer, h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim)), window};
+    AttentionParams gp = cp;
+    Matrix c_sinks, g_sinks;
+    if (sinks) {
+      std::vector<float> values = random_f32(std::size_t(h.n_heads), -3.0f, 3.0f);
+      values[0] = 9.0f;  // a sink that outweighs every key
+      values[values.size() - 1] = -30.0f;  // and one that counts for nothing
+      c_sinks = host_f32_values(values, 1, h.n_heads);
+      g_sinks = device_f32(*gpu_, values, 1, h.n_heads);
+      cp.sinks = c_sinks.t;
+      gp.sinks = g_sinks.t;
+    }
     cpu_.begin_step(step, cpu_kv);
     gpu_->begin_step(step, gpu_kv);
-    cpu_.attention(cpu_kv, cq.t, p, cout.t);
-    gpu_->attention(gpu_kv, gq.t, p, gout.t);
-    const std::string label = fmt::format("{} {}/{}x{} {} w={} pg={} rows={}{}", what, h.n_heads, h.n_kv_heads,
+    cpu_.attention(cpu_kv, cq.t, cp, cout.t);
+    gpu_->attention(gpu_kv, gq.t, gp, gout.t);
+    const std::string label = fmt::format("{} {}/{}x{} {} w={} pg={} rows={}{}{}", what, h.n_heads, h.n_kv_heads,
                                           h.head_dim, dtype_name(kv_dtype), window, page_size, rows.size(),
-                                          q_pad % 8 != 0 ? " q unaligned" : "");
+                                          q_pad % 8 != 0 ? " q unaligned" : "", sinks ? " sinks" : "");
     expect_close(label, device_values(*gpu_, gout), host_values(cout), atol, rtol);
   }
 
@@ -247,6 +260,35 @@ TEST_F(CudaAttention, HeadDim256PrefillMatchesTheCpu) {
     }
     check("prefill", Heads{8, 4, 256}, kv, mixed, 0, 16, 1.0f, 1e-2f, 2e-2f, /*q_pad=*/1);
     check("prefill", Heads{8, 1, 256}, kv, chunks, 100, 16, 1.0f, 1e-2f, 2e-2f, /*q_pad=*/3);
+  }
+}
+
+// gpt-oss's attention (64 query heads over 8 KV heads of 64, alternate layers sliding over 128
+// positions) with attention sinks: the sink joins each head's denominator once, in the single split's
+// normalization or in the merge of several (rows up to 5000 keys split many ways), never per split;
+// decode, prefill and mixed steps, BF16 and FP8 pages; sinks off on the same shapes; and the plain
+// kernel (head size 96) with sinks.
+TEST_F(CudaAttention, SinksMatchTheCpu) {
+  const Rows mixed = {{200, 0}, {1, 500}, {77, 1000}, {1, 0}, {64, 64}, {130, 3}, {1, 4999}, {65, 0}, {16, 31}};
+  for (const DType kv : {DType::bf16, DType::f8_e4m3}) {
+    for (const bool sinks : {true, false}) {
+      for (const Heads h : {Heads{64, 8, 64}, Heads{8, 1, 64}, Heads{16, 8, 128}}) {
+        if (!sinks && h.n_heads != 64) continue;  // the other shapes run without sinks above
+        for (const int window : {0, 128}) {
+          for (const int n_rows : {1, 2, 7, 33, 150}) {
+            check("decode", h, kv, decode_rows(n_rows, rng_), window, 16, 1.0f, 4e-3f, 1e-2f, 8, sinks);
+          }
+          check("prefill", h, kv, mixed, window, 16, 1.0f, 1e-2f, 2e-2f, 8, sinks);
+          check("prefill", h, kv, {{700, 0}}, window, 16, 1.0f, 1e-2f, 2e-2f, 8, sinks);
+        }
+      }
+      // A sharper softmax (q x 4), where the row maximum moves across splits.
+      check("decode", Heads{64, 8, 64}, kv, decode_rows(20, rng_), 0, 16, 4.0f, 4e-3f, 1e-2f, 8, sinks);
+    }
+  }
+  for (const int window : {0, 128}) {
+    check("decode", Heads{8, 4, 96}, DType::bf16, decode_rows(9, rng_), window, 16, 1.0f, 4e-3f, 1e-2f, 8, true);
+    check("prefill", Heads{8, 4, 96}, DType::bf16, mixed, window, 16, 1.0f, 1e-2f, 2e-2f, 8, true);
   }
 }
 

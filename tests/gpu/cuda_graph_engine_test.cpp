@@ -50,7 +50,6 @@ TEST_P(CudaGraphEngine, GreedyMatchesReferenceWithDecodeGraphs) {
   auto backend = try_cuda_backend(&reason);
   if (!backend) GTEST_SKIP() << "no CUDA backend: " << reason;
   const fs::path dir = test_data_dir() / "models" / GetParam();
-  if (const std::string why = cuda_unsupported_fixture(dir); !why.empty()) GTEST_SKIP() << why;
   const auto ref = package::SafetensorsFile::open(dir / "reference.safetensors");
   EngineOptions options;
   options.max_concurrency = 6;  // buckets 1, 2, 4, 8: five rows pad to 8, three to 4

@@ -155,7 +155,6 @@ TEST_P(CudaKernelCatalog, WarmUpLoadsExactlyTheCatalog) {
   if (!backend) GTEST_SKIP() << "no CUDA backend: " << reason;
   const fs::path dir = model_dir(GetParam());
   if (dir.empty()) GTEST_SKIP() << "the demo model's assets are not restored";
-  if (const std::string why = cuda_unsupported_fixture(dir); !why.empty()) GTEST_SKIP() << why;
   auto model = Model::load(dir, *backend);
   const ServingCatalog catalog = helios::cuda::kernel_catalog(backend->platform(), kernel_needs(model->spec(), serving(model->spec())));
   warm_up_every_kv_dtype(*model, *backend, catalog);
@@ -176,7 +175,6 @@ TEST_P(CudaKernelCatalog, PackagedImagesServeAndAMissingModuleIsRefused) {
   if (!compiler) GTEST_SKIP() << "no CUDA backend: " << reason;
   const fs::path dir = model_dir(GetParam());
   if (dir.empty()) GTEST_SKIP() << "the demo model's assets are not restored";
-  if (const std::string why = cuda_unsupported_fixture(dir); !why.empty()) GTEST_SKIP() << why;
   const ModelSpec spec = model_spec_load(dir);
   const helios::KernelNeeds needs = kernel_needs(spec, serving(spec));
   const ServingCatalog catalog = helios::cuda::kernel_catalog(compiler->platform(), needs);

@@ -12,9 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -60,17 +58,6 @@ inline std::unique_ptr<cuda::CudaBackend> try_cuda_backend(std::string* reason,
 }
 
 // The test data folder: the build's, else tests/data under the current folder (a copied tree).
-// Why the CUDA backend cannot run the fixture in `dir` yet, or "" when it can: gpt-oss's attention
-// sinks, MXFP4 experts, expert biases and clamped SwiGLU have CPU implementations only.
-inline std::string cuda_unsupported_fixture(const fs::path& dir) {
-  std::ifstream in(dir / "config.json");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.find("\"GptOssForCausalLM\"") != std::string::npos) {
-    return "gpt-oss runs on the CPU backend only (no CUDA attention sinks or MXFP4 experts yet)";
-  }
-  return "";
-}
-
 inline fs::path test_data_dir() {
   const fs::path built = FLARE_TEST_DATA;
   if (fs::exists(built)) return built;

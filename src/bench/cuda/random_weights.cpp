@@ -1,6 +1,8 @@
 #include "bench/cuda/random_weights.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
 #include "model/prepared_weights.h"
 
@@ -42,6 +44,28 @@ struct Builder {
     w.values = make(DType::f8_e4m3, rows, cols, 0, 0);
     return w;
   }
+  // An MXFP4 expert stack [rows, cols] (gpt-oss): random value bytes (two E2M1 values each) and
+  // E8M0 scales of 2^-8 .. 2^-6, so the weights' spread is about k_matrix_scale's. The scales
+  // (a 64th of the values' bytes) are drawn on the host: the fill kernel has no byte fill.
+  model::Weight mxfp4(std::int64_t rows, std::int64_t cols) {
+    model::Weight w;
+    w.quant.format = helios::QuantizedWeight::Format::mxfp4;
+    w.quant.block_rows = 1;
+    w.quant.block_cols = 32;
+    w.values = make(DType::f8_e4m3, rows, cols / 2, 0, 0);  // random bytes; any byte is two E2M1 values
+    w.values.dtype = DType::u8;
+    std::vector<std::uint8_t> scales(std::size_t(rows * (cols / 32)));
+    std::uint64_t x = seed++ | 1;
+    for (auto& e : scales) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      e = std::uint8_t(119 + x % 3);
+    }
+    auto buffer = backend.allocate(scales.size());
+    backend.upload(*buffer, 0, scales.data(), scales.size());
+    w.quant.scales = helios::Tensor::of(*buffer, DType::u8, rows, cols / 32);
+    weights.own(std::move(buffer));
+    return w;
+  }
   // Norm weights around 1, biases around 0.
   model::Weight vector(const model::WeightEntry& entry) {
     const bool norm = entry.role == "norm";
@@ -60,15 +84,22 @@ model::LoadedWeights random_weights(const model::ModelSpec& spec, helios::Backen
     for (const model::WeightEntry& entry : group.entries) {
       switch (entry.kind) {
         case WeightKind::projection: {
-          model::Weight w = b.projection(entry.rows(), entry.cols, entry.n_batch == 1);
+          model::Weight w = entry.mxfp4 ? b.mxfp4(entry.rows(), entry.cols)
+                                        : b.projection(entry.rows(), entry.cols, entry.n_batch == 1);
           w.values = model::as_stack(w.values, entry.n_batch);
+          if (entry.mxfp4) w.quant.scales = model::as_stack(w.quant.scales, entry.n_batch);
           weights.add(entry.name, w);
           break;
         }
         case WeightKind::table:
           weights.add(entry.name, {b.make(DType::bf16, entry.rows(), entry.cols, k_matrix_scale, 0), {}});
           break;
-        case WeightKind::vector: weights.add(entry.name, b.vector(entry)); break;
+        case WeightKind::vector: {  // expert biases: a stack of vectors
+          model::Weight w = b.vector(entry);
+          w.values = model::vector_stack(w.values, entry.n_batch);
+          weights.add(entry.name, w);
+          break;
+        }
       }
     }
   }

@@ -7,6 +7,7 @@
 //   - any other step: the tensor-core flash kernel (attention_prefill.cu) for every token;
 //   - head sizes those two do not cover (they take 64, 128 and 256): the plain warp-per-head kernel
 //     (attention.cu, BF16 only).
+// Attention sinks (AttentionParams::sinks, gpt-oss) are a pointer every kernel takes (null: none).
 // The decode grid depends only on the row count, the heads and host-known caps (SM count, cache
 // capacity, window, shared memory), never on positions, so a captured decode step replays for any lengths. Its
 // split partials and merge counters live in one scratch buffer the backend keeps (grown, never shrunk).
@@ -52,7 +53,6 @@ void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, 
 
 void CudaBackend::attention(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
   const KvCacheLayout& l = cache.layout;
-  if (!p.sinks.empty()) fail_usage("the CUDA backend's attention does not take attention sinks yet (gpt-oss)");
   if (l.dtype != DType::bf16 && l.dtype != DType::f8_e4m3) {
     fail_usage("the CUDA backend reads KV pages as bf16 or f8_e4m3, not {}", dtype_name(l.dtype));
   }
@@ -66,6 +66,10 @@ void CudaBackend::attention(const KvCache& cache, const Tensor& q, const Attenti
   const std::int64_t width = std::int64_t(p.n_heads) * p.head_dim;
   expect_shape(q, step_.n_tokens(), width, "attention q");
   expect_shape(out, step_.n_tokens(), width, "attention output");
+  if (!p.sinks.empty()) {
+    expect_dtype(p.sinks, DType::f32, "attention sinks");
+    expect_shape(p.sinks, 1, p.n_heads, "attention sinks");
+  }
   if (step_.n_tokens() == 0) return;
   if (!fast_attention_covers(p.head_dim)) {
     if (l.dtype != DType::bf16) fail_usage("f8_e4m3 KV pages need head size 64, 128 or 256, not {}", p.head_dim);
@@ -116,6 +120,7 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   CUdeviceptr acc_ptr = n_splits > 1 ? counters_ptr + attention_counters_ * 4 : 0;
   CUdeviceptr ml_ptr = n_splits > 1 ? acc_ptr + acc_bytes : 0;
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
+  CUdeviceptr sinks_ptr = p.sinks.empty() ? 0 : address(p.sinks);  // [n_heads] f32, or none
   CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = arrays_.block_tables;
   long long q_stride = q.stride, out_stride = out.stride;
   int layer = p.layer, n_pages = l.n_pages, n_kv = l.n_kv_heads, n_heads = p.n_heads;
@@ -137,7 +142,7 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   const std::int64_t grid = decode_grid(n_items, resident->second, device().n_multiprocessors);
   launch(f, {.grid_x = unsigned(grid), .block_x = 128, .shared_bytes = smem},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &n_kv, &n_heads,
-          &scale_log2, &window, &n_splits, &n_rows_arg, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr},
+          &scale_log2, &window, &n_splits, &n_rows_arg, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr, &sinks_ptr},
          "attention_decode", /*early_work=*/true);
 }
 
@@ -146,6 +151,7 @@ void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const
   std::int32_t max_row_tokens = 0;
   for (const StepRow& row : step_.rows) max_row_tokens = std::max(max_row_tokens, row.n_tokens);
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
+  CUdeviceptr sinks_ptr = p.sinks.empty() ? 0 : address(p.sinks);  // [n_heads] f32, or none
   CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
               bt_ptr = arrays_.block_tables;
   long long q_stride = q.stride, out_stride = out.stride;
@@ -169,13 +175,14 @@ void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const
           .block_x = unsigned(32 * warps),
           .shared_bytes = smem},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
-          &scale_log2, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},
+          &scale_log2, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr, &sinks_ptr},
          "attention_prefill");
 }
 
 void CudaBackend::attention_plain(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
   const KvCacheLayout& l = cache.layout;
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
+  CUdeviceptr sinks_ptr = p.sinks.empty() ? 0 : address(p.sinks);  // [n_heads] f32, or none
   CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
               bt_ptr = arrays_.block_tables;
   long long q_stride = q.stride, out_stride = out.stride;
@@ -186,7 +193,7 @@ void CudaBackend::attention_plain(const KvCache& cache, const Tensor& q, const A
   const CUfunction f = function(plain_attention_module(l.head_dim, l.dtype), "flare_attention");
   launch(f, {.grid_x = unsigned((n_warps + 3) / 4), .block_x = 128},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &c_ptr, &layer, &n_pages, &page_size, &n_kv, &n_tokens, &n_heads,
-          &scale, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr},
+          &scale, &window, &p_ptr, &r_ptr, &fb_ptr, &bt_ptr, &sinks_ptr},
          "attention");
 }
 

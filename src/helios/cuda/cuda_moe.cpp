@@ -5,7 +5,8 @@
 //     run as grouped products over those tiles, and a combine kernel sums each token's slots.
 //     Up to options_.moe_gemv_max_pairs pairs (by default max(64, 2 n_experts): decode and small
 //     batches, a tile or two per expert) the products are warp-per-column GEMVs over tiles of 8 rows, bound by streaming each chosen expert's weights once; above, tensor-core GEMMs
-//     over tiles of 64 rows.
+//     over tiles of 64 rows. BF16 or MXFP4 expert stacks (gpt-oss; decoded as the products load
+//     them), optional F32 expert biases, and the SwiGLU, GeGLU or clamped SwiGLU in gate_up's epilogue.
 // Every grid depends only on n_tokens, top_k, n_experts and the weight shapes: the product grids
 // have the worst-case tile count and the CTAs past the step's tiles return, so a captured step
 // replays for any routing. The workspace is the backend's (moe_workspace_), sized outside
@@ -101,43 +102,100 @@ void CudaBackend::reserve_moe_workspace(std::int64_t n_tokens, std::int64_t top_
   ++graph_generation_;
 }
 
+namespace {
+
+// A stack of expert matrices as the products take it: BF16 [E][rows, cols], or MXFP4 (values u8
+// [E][rows, cols / 2], scales u8 [E][rows, cols / 32]); checks its dtype, shape and alignment.
+struct ExpertStack {
+  CUdeviceptr w = 0, scales = 0;
+  long long w_stride = 0, w_expert_stride = 0, s_stride = 0, s_expert_stride = 0;  // in elements of w
+  bool mxfp4 = false;
+};
+ExpertStack expert_stack(const Tensor& w, const QuantizedWeight& quant, std::int64_t n_experts, std::int64_t rows,
+                         std::int64_t cols, const char* what) {
+  ExpertStack s;
+  s.mxfp4 = quant.format == QuantizedWeight::Format::mxfp4;
+  if (quant.format != QuantizedWeight::Format::none && !s.mxfp4) {
+    fail(ExitCode::failure, "internal: cuda {} are quantized, but not as MXFP4", what);
+  }
+  const bool ok = s.mxfp4 ? w.dtype == DType::u8 && w.cols * 2 == cols && quant.scales.dtype == DType::u8 &&
+                                quant.scales.n_batch == n_experts && quant.scales.rows == rows &&
+                                quant.scales.cols * 32 == cols
+                          : w.dtype == DType::bf16 && w.cols == cols;
+  if (!ok || w.n_batch != n_experts || w.rows != rows) {
+    fail(ExitCode::failure, "internal: cuda {} are {} [{}][{}, {}], expected [{}][{}, {}]{}", what, dtype_name(w.dtype),
+         w.n_batch, w.rows, w.cols, n_experts, rows, cols, s.mxfp4 ? " (mxfp4)" : "");
+  }
+  // 16-byte rows: 8 bf16 values, or 32 MXFP4 values (16 value bytes).
+  const std::int64_t elem_bytes = s.mxfp4 ? 1 : 2;
+  if (!aligned_16(w.data) || w.stride * elem_bytes % 16 != 0 || (w.n_batch > 1 && w.batch_stride * elem_bytes % 16 != 0)) {
+    fail(ExitCode::failure, "internal: cuda {} need 16-byte aligned rows (stride {})", what, w.stride);
+  }
+  s.w = address(w);
+  s.w_stride = w.stride;
+  s.w_expert_stride = w.batch_stride;
+  if (s.mxfp4) {
+    s.scales = address(quant.scales);
+    s.s_stride = quant.scales.stride;
+    s.s_expert_stride = quant.scales.batch_stride;
+  }
+  return s;
+}
+
+// An expert stack's optional F32 biases [E][1, cols]: the device address (0: none) and expert stride.
+std::pair<CUdeviceptr, long long> expert_bias(const Tensor& bias, std::int64_t n_experts, std::int64_t cols,
+                                              const char* what) {
+  if (bias.empty()) return {0, 0};
+  if (bias.dtype != DType::f32 || bias.n_batch != n_experts || bias.rows != 1 || bias.cols != cols) {
+    fail(ExitCode::failure, "internal: cuda {} is {} [{}][{}, {}], expected f32 [{}][1, {}]", what,
+         dtype_name(bias.dtype), bias.n_batch, bias.rows, bias.cols, n_experts, cols);
+  }
+  return {address(bias), n_experts > 1 ? bias.batch_stride : 0};
+}
+
+int activation_code(GatedActivation a) {  // flare_moe_act's
+  switch (a) {
+    case GatedActivation::silu: return 0;
+    case GatedActivation::gelu_tanh: return 1;
+    case GatedActivation::clamped_silu: return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
 void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                               const MoeScratch& scratch, Tensor out) {
   const std::int64_t n = x.rows, k = ids.cols, hidden = x.cols, n_experts = experts.gate_up.n_batch;
-  const std::int64_t inter = experts.down.cols, pairs = n * k;
-  // gpt-oss's experts (MXFP4, biases, the clamped SwiGLU) run on the CPU backend only so far.
-  if (experts.gate_up_quant.format != QuantizedWeight::Format::none || !experts.gate_up_bias.empty() ||
-      !experts.down_bias.empty() || experts.activation == GatedActivation::clamped_silu) {
-    fail_usage("the CUDA backend does not run MXFP4 experts, expert biases or the clamped SwiGLU yet (gpt-oss); "
-               "serve this model on the CPU backend");
-  }
+  const std::int64_t inter = experts.gate_up.rows / 2, pairs = n * k;
   expect_bf16(x, "moe input");
   expect_dtype(ids, DType::i32, "moe ids");
   expect_dtype(weights, DType::f32, "moe weights");
   expect_bf16(out, "moe output");
-  expect_bf16(experts.gate_up, "moe gate_up experts");
-  expect_bf16(experts.down, "moe down experts");
   expect_bf16(scratch.act, "moe act scratch");
   expect_bf16(scratch.expert_out, "moe expert_out scratch");
   expect_shape(ids, n, k, "moe ids");
   expect_shape(weights, n, k, "moe weights");
   expect_shape(out, n, hidden, "moe output");
-  if (experts.down.n_batch != n_experts || experts.gate_up.rows != 2 * inter || experts.gate_up.cols != hidden ||
-      experts.down.rows != hidden || n_experts < 1 || n_experts > k_moe_max_experts) {
-    fail(ExitCode::failure, "internal: cuda moe experts [{}][{}, {}] and [{}][{}, {}] for hidden {}",
-         experts.gate_up.n_batch, experts.gate_up.rows, experts.gate_up.cols, experts.down.n_batch, experts.down.rows,
-         experts.down.cols, hidden);
+  if (n_experts < 1 || n_experts > k_moe_max_experts) {
+    fail(ExitCode::failure, "internal: cuda moe_experts of {} experts", n_experts);
   }
+  const ExpertStack gate_up =
+      expert_stack(experts.gate_up, experts.gate_up_quant, n_experts, 2 * inter, hidden, "moe gate_up experts");
+  const ExpertStack down = expert_stack(experts.down, experts.down_quant, n_experts, hidden, inter, "moe down experts");
+  if (gate_up.mxfp4 != down.mxfp4) fail(ExitCode::failure, "internal: cuda moe gate_up and down in two formats");
+  const auto [gate_up_bias, gate_up_bias_stride] =
+      expert_bias(experts.gate_up_bias, n_experts, 2 * inter, "moe gate_up bias");
+  const auto [down_bias, down_bias_stride] = expert_bias(experts.down_bias, n_experts, hidden, "moe down bias");
   expect_shape(scratch.act, pairs, inter, "moe act scratch");
   expect_shape(scratch.expert_out, pairs, hidden, "moe expert_out scratch");
-  if (hidden % 8 != 0 || inter % 8 != 0) {
-    fail_usage("the CUDA backend's experts need hidden and intermediate sizes that are multiples of 8, not {} and {}",
-               hidden, inter);
+  const std::int64_t multiple = gate_up.mxfp4 ? 32 : 8;  // a 16-byte chunk of a weight row
+  if (hidden % multiple != 0 || inter % multiple != 0) {
+    fail_usage("the CUDA backend's {} experts need hidden and intermediate sizes that are multiples of {}, not {} and {}",
+               gate_up.mxfp4 ? "MXFP4" : "BF16", multiple, hidden, inter);
   }
   expect_chunked(x, "moe input");
   expect_chunked(out, "moe output");
-  expect_chunked(experts.gate_up, "moe gate_up experts");
-  expect_chunked(experts.down, "moe down experts");
   expect_chunked(scratch.act, "moe act scratch");
   expect_chunked(scratch.expert_out, "moe expert_out scratch");
   if (n == 0 || k == 0) return;
@@ -153,6 +211,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const CUdeviceptr ws = moe_workspace_->address();
   CUdeviceptr tiles_ptr = ws + std::size_t(layout.tiles) * 4, sorted_ptr = ws + std::size_t(layout.sorted_pairs) * 4,
               pos_ptr = ws + std::size_t(layout.pair_pos) * 4;
+  const std::string suffix = gate_up.mxfp4 ? "_mxfp4" : "";
+  const std::string path = gemv ? "gemv" : "mma";
 
   {
     CUdeviceptr ids_ptr = address(ids);
@@ -164,34 +224,39 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
            "moe_align");
   }
   {
-    CUdeviceptr x_ptr = address(x), w_ptr = address(experts.gate_up), act_ptr = address(scratch.act);
-    long long x_stride = x.stride, w_stride = experts.gate_up.stride, act_stride = scratch.act.stride;
-    long long w_expert_stride = experts.gate_up.batch_stride;
-    int top_k = int(k), inter_i = int(inter), hidden_i = int(hidden);
-    int activation = experts.activation == GatedActivation::gelu_tanh ? 1 : 0;
+    CUdeviceptr x_ptr = address(x), w_ptr = gate_up.w, s_ptr = gate_up.scales, b_ptr = gate_up_bias,
+                act_ptr = address(scratch.act);
+    long long x_stride = x.stride, w_stride = gate_up.w_stride, w_expert_stride = gate_up.w_expert_stride,
+              s_stride = gate_up.s_stride, s_expert_stride = gate_up.s_expert_stride, b_stride = gate_up_bias_stride,
+              act_stride = scratch.act.stride;
+    int top_k = int(k), inter_i = int(inter), hidden_i = int(hidden), activation = activation_code(experts.activation);
+    float limit = experts.clamp_limit, alpha = experts.clamp_alpha;
     const LaunchShape shape =
         gemv ? LaunchShape{.grid_x = ceil_div(inter, k_moe_gemv_gate_cols), .grid_y = unsigned(n_tiles),
                            .block_x = k_moe_gemv_threads}
              : LaunchShape{.grid_x = ceil_div(inter, k_moe_mma_gate_cols), .grid_y = unsigned(n_tiles),
                            .block_x = k_moe_mma_threads};
-    launch(function("moe_experts", gemv ? "flare_moe_experts_gemv_gate_up" : "flare_moe_experts_mma_gate_up"), shape,
-           {&x_ptr, &x_stride, &sorted_ptr, &top_k, &tiles_ptr, &w_ptr, &w_stride, &w_expert_stride, &inter_i,
-            &hidden_i, &act_ptr, &act_stride, &activation},
+    launch(function("moe_experts", "flare_moe_experts_" + path + "_gate_up" + suffix), shape,
+           {&x_ptr, &x_stride, &sorted_ptr, &top_k, &tiles_ptr, &w_ptr, &w_stride, &w_expert_stride, &s_ptr, &s_stride,
+            &s_expert_stride, &b_ptr, &b_stride, &inter_i, &hidden_i, &act_ptr, &act_stride, &activation, &limit,
+            &alpha},
            "moe_gate_up");
   }
   {
-    CUdeviceptr act_ptr = address(scratch.act), w_ptr = address(experts.down), eo_ptr = address(scratch.expert_out);
-    long long act_stride = scratch.act.stride, w_stride = experts.down.stride, eo_stride = scratch.expert_out.stride;
-    long long w_expert_stride = experts.down.batch_stride;
+    CUdeviceptr act_ptr = address(scratch.act), w_ptr = down.w, s_ptr = down.scales, b_ptr = down_bias,
+                eo_ptr = address(scratch.expert_out);
+    long long act_stride = scratch.act.stride, w_stride = down.w_stride, w_expert_stride = down.w_expert_stride,
+              s_stride = down.s_stride, s_expert_stride = down.s_expert_stride, b_stride = down_bias_stride,
+              eo_stride = scratch.expert_out.stride;
     int hidden_i = int(hidden), inter_i = int(inter);
     const LaunchShape shape =
         gemv ? LaunchShape{.grid_x = ceil_div(hidden, k_moe_gemv_down_cols), .grid_y = unsigned(n_tiles),
                            .block_x = k_moe_gemv_threads}
              : LaunchShape{.grid_x = ceil_div(hidden, k_moe_mma_down_cols), .grid_y = unsigned(n_tiles),
                            .block_x = k_moe_mma_threads};
-    launch(function("moe_experts", gemv ? "flare_moe_experts_gemv_down" : "flare_moe_experts_mma_down"), shape,
-           {&act_ptr, &act_stride, &tiles_ptr, &w_ptr, &w_stride, &w_expert_stride, &hidden_i, &inter_i, &eo_ptr,
-            &eo_stride},
+    launch(function("moe_experts", "flare_moe_experts_" + path + "_down" + suffix), shape,
+           {&act_ptr, &act_stride, &tiles_ptr, &w_ptr, &w_stride, &w_expert_stride, &s_ptr, &s_stride,
+            &s_expert_stride, &b_ptr, &b_stride, &hidden_i, &inter_i, &eo_ptr, &eo_stride},
            "moe_down");
   }
   {

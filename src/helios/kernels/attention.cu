@@ -8,6 +8,7 @@
 //     n_heads / n_kv_heads. Each lane holds HEAD_DIM / 32 elements of q and of the accumulator.
 //     Straightforward, not tuned: the fallback for head sizes attention_decode.cu and
 //     attention_prefill.cu do not cover.
+//     Attention sinks (gpt-oss; `sinks` non-null: a logit per query head) join the denominator.
 // Defines: HEAD_DIM (required), KV_FP8 (1: flare_kv_store writes e4m3 pages, default 0).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -79,7 +80,8 @@ flare_attention(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_
                 const __nv_bfloat16* __restrict__ cache, int layer, int n_pages, int page_size, int n_kv_heads,
                 int n_tokens, int n_heads, float scale, int sliding_window,
                 const int* __restrict__ positions, const int* __restrict__ token_rows,
-                const int* __restrict__ row_first_block, const int* __restrict__ block_tables) {
+                const int* __restrict__ row_first_block, const int* __restrict__ block_tables,
+                const float* __restrict__ sinks) {  // [n_heads] f32 attention sinks, or null
   flare_pdl_enter();
   const long long warp = (long long)blockIdx.x * k_warps + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -125,7 +127,11 @@ flare_attention(const __nv_bfloat16* __restrict__ q, long long q_stride,  // [n_
     }
     max_score = new_max;
   }
-  const float inv = 1.0f / denominator;
+  float inv = 1.0f / denominator;
+  if (sinks != nullptr) {  // the sink joins the denominator (under the larger maximum) and adds no value
+    const float top = fmaxf(max_score, sinks[h]), c = expf(max_score - top);
+    inv = c / (denominator * c + expf(sinks[h] - top));
+  }
   __nv_bfloat16* op = out + t * out_stride + (long long)h * HEAD_DIM;
 #pragma unroll
   for (int i = 0; i < k_per_lane; ++i) {

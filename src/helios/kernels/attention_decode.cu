@@ -42,6 +42,9 @@
 //     of a (row, head group) to finish, found with a counter per pair, merges the live splits'
 //     partials (log-sum-exp) into `out` and resets the counter for the next launch, which saves a
 //     merge kernel per layer.
+//     Attention sinks (gpt-oss; `sinks` non-null: one logit per query head): the sink joins each
+//     head's softmax denominator once, where the row is normalized (the single live split, or the
+//     merge), never in a split's partials, which stay the plain sums over its keys.
 // Partials: acc [n_rows][n_heads][n_splits][HEAD_DIM] f32 (unnormalized, relative to the split's
 // maximum), ml [n_rows][n_heads][n_splits] float2 (maximum score in log2 units, sum of weights).
 // Counters: int [n_rows][n_kv_heads * n_head_groups], zero before the first launch.
@@ -190,6 +193,16 @@ constexpr int k_v_words = k_v_units * int(sizeof(unit_t)) / 4;  // 32-bit words 
 
 __device__ __forceinline__ float flare_neg_inf() { return -__int_as_float(0x7f800000); }
 
+// 1 / the softmax denominator of a head whose weights sum to l relative to maximum m (log2 units),
+// with its attention sink (a logit in natural units, gpt-oss) joining the denominator once, under
+// the larger maximum; the result scales accumulators relative to m. sinks null: 1 / l.
+__device__ __forceinline__ float flare_softmax_inv(float m, float l, const float* __restrict__ sinks, int head) {
+  if (sinks == nullptr) return 1.0f / l;
+  const float sink = sinks[head] * 1.4426950408889634f;
+  const float top = fmaxf(m, sink), c = exp2f(m - top);
+  return c / (l * c + exp2f(sink - top));
+}
+
 // Two e4m3 values (the low 16 bits of `pair`, element 0 lowest) -> packed f16x2, exact. sm_89+
 // converts in hardware; before, each byte's exponent and mantissa go into an f16 (bias 15 instead of
 // 7, which also keeps subnormals right) scaled by 2^8.
@@ -297,7 +310,7 @@ __device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsign
 __device__ __forceinline__ void flare_merge_splits(__nv_bfloat16* __restrict__ out, long long out_stride,
                                                    float* __restrict__ partial_acc, float2* __restrict__ partial_ml,
                                                    int n_heads, int n_splits, int row, int head0, int n_live,
-                                                   int* counter) {
+                                                   int* counter, const float* __restrict__ sinks) {
   __shared__ int s_last;
   __threadfence();  // this CTA's partials are visible to whichever CTA merges
   __syncthreads();
@@ -328,7 +341,7 @@ __device__ __forceinline__ void flare_merge_splits(__nv_bfloat16* __restrict__ o
       s_weight[h][i] = weight;
       total_l += ml.y * weight;
     }
-    const float inv_l = 1.0f / total_l;
+    const float inv_l = flare_softmax_inv(total_m, total_l, sinks, head0 + h);  // the sink joins once, here
     for (int i = 0; i < n_live; ++i) s_weight[h][i] *= inv_l;
   }
   __syncthreads();
@@ -402,7 +415,8 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
                        const kv_t* __restrict__ cache, int layer, int n_pages, int n_kv_heads,
                        int n_heads, float scale_log2, int sliding_window, int n_splits, int n_rows,
                        const int* __restrict__ positions, const int* __restrict__ row_first_block,
-                       const int* __restrict__ block_tables, int* __restrict__ counters) {
+                       const int* __restrict__ block_tables, int* __restrict__ counters,
+                       const float* __restrict__ sinks) {  // [n_heads] f32 attention sinks, or null
   flare_pdl_launch_dependents();
   // The copy ring, then the warps' accumulators (k_smem_bytes).
   extern __shared__ __align__(16) unsigned char s_ring[];
@@ -713,7 +727,8 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       }
       const int head = head0 + h;
       if (n_live == 1) {
-        out[(long long)row * out_stride + (long long)head * HEAD_DIM + d] = __float2bfloat16(total_acc / total_l);
+        out[(long long)row * out_stride + (long long)head * HEAD_DIM + d] =
+            __float2bfloat16(total_acc * flare_softmax_inv(total_m, total_l, sinks, head));
       } else {
         const long long slot_index = ((long long)row * n_heads + head) * n_splits + split;
         partial_acc[slot_index * HEAD_DIM + d] = total_acc;
@@ -721,7 +736,8 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
       }
     }
     if (n_live > 1) flare_merge_splits(out, out_stride, partial_acc, partial_ml, n_heads, n_splits, row, head0, n_live,
-                                       counters + (long long)row * (n_kv_heads * n_head_groups) + it.head_group);
+                                       counters + (long long)row * (n_kv_heads * n_head_groups) + it.head_group,
+                                       sinks);
     n = following;
     if (n >= n_mine) break;
     if constexpr (k_prefetch_q) {

@@ -18,6 +18,8 @@
 //     tokens): two CTAs an SM on sm_90, and the three tiles fit the 99 KiB of sm_86/89/120.
 // Targets sm_80+. On sm_90, wgmma with TMA-fed tiles and a producer warp would replace mma.sync and
 // cp.async and let one CTA cover the GQA group's query heads at once (K/V read once per group).
+// Attention sinks (gpt-oss; `sinks` non-null: one logit per query head, natural-log units) join each
+// query's softmax denominator at the end and add no value.
 // Defines: HEAD_DIM (64, 128 or 256, required), KV_FP8 (1: e4m3 pages, default 0).
 #include <cuda_bf16.h>
 
@@ -179,7 +181,8 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
                         const kv_t* __restrict__ cache, int layer, int n_pages, int page_size, int n_kv_heads,
                         int n_tokens, int n_heads, float scale_log2, int sliding_window,
                         const int* __restrict__ positions, const int* __restrict__ token_rows,
-                        const int* __restrict__ row_first_block, const int* __restrict__ block_tables) {
+                        const int* __restrict__ row_first_block, const int* __restrict__ block_tables,
+                        const float* __restrict__ sinks) {  // [n_heads] f32 attention sinks, or null
   flare_pdl_enter();
 #if HEAD_DIM == 256
   // The K tile, the V tile, then the CTA's Q [k_block_m][HEAD_DIM] (k_smem_bytes).
@@ -404,7 +407,12 @@ flare_attention_prefill(const __nv_bfloat16* __restrict__ q, long long q_stride,
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (qi[r] >= n_q) continue;
-    const float inv = 1.0f / l[r];
+    float inv = 1.0f / l[r];
+    if (sinks != nullptr) {  // the sink joins the denominator under the larger maximum (m is finite: a query sees itself)
+      const float sink = sinks[head] * 1.4426950408889634f;
+      const float top = fmaxf(m[r], sink), c = exp2f(m[r] - top);
+      inv = c / (l[r] * c + exp2f(sink - top));
+    }
     __nv_bfloat16* op = out + (long long)(t0 + qi[r]) * out_stride + (long long)head * HEAD_DIM;
 #pragma unroll
     for (int n = 0; n < k_dim_ntiles; ++n) {

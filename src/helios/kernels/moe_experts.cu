@@ -24,11 +24,23 @@
 //       per step however many of the tile's rows use them.
 //   flare_moe_experts_combine: out[t] = sum over slots, in slot order, of weight * expert_out row.
 // Rows of act and expert_out are sorted rows, not pair indices.
+// Each product comes in two weight formats: BF16 stacks, and MXFP4 stacks (the *_mxfp4 entry points,
+// gpt-oss: values u8 [E][rows, k / 2], two E2M1 values a byte, element 2j in the low nibble, and
+// E8M0 scales u8 [E][rows, k / 32]), which stay MXFP4 in memory (half a byte a value, plus a 32nd
+// of a byte) and are decoded as they are loaded: the GEMV decodes a lane's 16-byte chunk (32 values,
+// one scale) in registers, the GEMM decodes each stage's 32-value slices of its 128 weight rows
+// into a BF16 tile in shared memory (exactly: an E2M1 value times a power of two is a BF16 value).
+// Both take optional F32 biases ([E][1, 2 inter] for gate_up, [E][1, hidden] for down; null: none),
+// added to the F32 products before they are rounded, and gate_up's activation is silu, gelu_tanh
+// or gpt-oss's clamped SwiGLU (g = min(g, limit), u = clamp(u, -limit, limit), (u + 1) g
+// sigmoid(alpha g)).
 //
-// Requires (the host checks): hidden % 8 == 0 and inter % 8 == 0; x, act, expert_out, out and the
-// weight stacks 16-byte aligned with row (and expert) strides multiples of 8 elements.
+// Requires (the host checks): hidden % 8 == 0 and inter % 8 == 0 (MXFP4: % 32); x, act, expert_out,
+// out and the weight stacks 16-byte aligned with row (and expert) strides multiples of 16 bytes
+// (MXFP4 scales: any alignment).
 // Defines: none.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 // Programmatic dependent launch (sm_90+, when the host launches with it): the next kernel may start
 // launching once every CTA of this one has started, and this one waits for the previous kernel to
@@ -42,16 +54,52 @@ __device__ __forceinline__ void flare_pdl_enter() {
 
 __device__ __forceinline__ float flare_round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
-// act(gate) * up in F32 of the bf16-rounded gate and up (activation 0: silu, 1: gelu_tanh).
-__device__ __forceinline__ float flare_moe_act(int activation, float g, float u) {
+// act(gate) * up in F32 of the bf16-rounded gate and up (activation 0: silu, 1: gelu_tanh, 2:
+// clamped silu with `limit` and `alpha`, gpt-oss).
+__device__ __forceinline__ float flare_moe_act(int activation, float g, float u, float limit, float alpha) {
   g = flare_round_bf16(g);
   u = flare_round_bf16(u);
+  if (activation == 2) {
+    g = fminf(g, limit);
+    u = fmaxf(-limit, fminf(u, limit));
+    return (u + 1.0f) * g / (1.0f + expf(-alpha * g));
+  }
   if (activation == 1) {
     const float k_sqrt_2_over_pi = 0.7978845608028654f;
     return 0.5f * g * (1.0f + tanhf(k_sqrt_2_over_pi * (g + 0.044715f * g * g * g))) * u;
   }
   return g / (1.0f + expf(-g)) * u;
 }
+
+// The gated activation's parameters and the expert's biases (null: none) of one product.
+struct FlareMoeEpilogue {
+  const float* bias;  // this expert's [n_out] (down) or [2 n_out] (gate_up: gate, then up), or null
+  int activation;
+  float limit, alpha;
+};
+
+// ---------------------------------------------------------------------------------------------
+// MXFP4 decoding.
+
+// 2^(e - 127) for an E8M0 scale byte (e = 0: the subnormal 2^-127; e = 255, OCP's NaN: +inf, as
+// the CPU's ldexp gives).
+__device__ __forceinline__ float flare_e8m0(unsigned e) {
+  return e == 0 ? __int_as_float(0x00400000) : __int_as_float(int(e << 23));
+}
+
+// Nibbles i and i + 4 (bits [4i, 4i + 4) and [4i + 16, 4i + 20)) of 8 E2M1 values `w`, as floats
+// of their value times 2^-14: each nibble's exponent and mantissa bits go to the bottom of an f16's
+// exponent and the top of its mantissa (E2M1's exponent bias is 1, f16's 15; E2M1's subnormal
+// 0.5 is f16's subnormal 2^-15), the sign to the f16's sign, and f16 -> f32 is exact. The pairing
+// does not follow element order; a dot product does not care as long as x is paired the same way.
+template <int I>
+__device__ __forceinline__ float2 flare_e2m1x2(unsigned w) {
+  const unsigned sign = (w << (12 - 4 * I)) & 0x80008000u;
+  const unsigned magnitude = (I < 3 ? w << (9 - 4 * I) : w >> (4 * I - 9)) & 0x0e000e00u;
+  const unsigned h2 = sign | magnitude;
+  return __half22float2(*reinterpret_cast<const __half2*>(&h2));
+}
+constexpr float k_e2m1_unscale = 16384.0f;  // 2^14: flare_e2m1x2's values times this are E2M1's
 
 // A tile of the align kernel's list: expert and sorted rows [begin, end); false past n_tiles.
 struct FlareMoeTile {
@@ -206,19 +254,44 @@ __device__ __forceinline__ int flare_mma_b_row(int wn, int jp) {
   return GATE ? (jp < 2 ? 32 * wn + 16 * jp : 64 + 32 * wn + 16 * (jp - 2)) : 64 * wn + 16 * jp;
 }
 
+// The weight stack of one product: BF16 rows of k_dim values, or MXFP4 rows of k_dim / 2 value
+// bytes and k_dim / 32 scale bytes (strides in elements of w: bf16 values or bytes).
+struct FlareMoeWeights {
+  const void* w;
+  long long w_stride, w_expert_stride;
+  const unsigned char* scales;  // MXFP4 only
+  long long s_stride, s_expert_stride;
+};
+
+// Shared memory of the GEMM's weight tiles. BF16: the ring of k_mma_stages [128][32] bf16 slices.
+// MXFP4: the ring holds each row's 16 value bytes of the stage (32 values) and the 16-byte aligned
+// scale bytes around its one scale (cp.async needs 16-byte aligned sources; a scale row is
+// k / 32 bytes, rarely a multiple of 16), and one BF16 slice the stage is decoded into.
+template <bool MXFP4>
+struct FlareMoeBTiles {
+  __nv_bfloat16 b[k_mma_stages][k_mma_n][k_mma_lds];
+};
+template <>
+struct FlareMoeBTiles<true> {
+  uint4 values[k_mma_stages][k_mma_n];
+  uint4 scales[k_mma_stages][k_mma_n];
+  __nv_bfloat16 b[1][k_mma_n][k_mma_lds];
+};
+
 // GATE: a = x [n_tokens, k_dim], rows gathered through sorted_pairs / top_k; w = gate_up stack,
 // n_out = inter; out = act rows. Else: a = act [pairs, k_dim] in sorted rows; w = down stack,
 // n_out = hidden; out = expert_out rows. grid (ceil(n_out / (GATE ? 64 : 128)), max tiles).
-template <bool GATE>
+template <bool GATE, bool MXFP4>
 __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ a, long long a_stride,
                                               const int* __restrict__ sorted_pairs, int top_k,
-                                              const int* __restrict__ tiles, const __nv_bfloat16* __restrict__ w,
-                                              long long w_stride, long long w_expert_stride, int n_out, int k_dim,
-                                              __nv_bfloat16* __restrict__ out, long long out_stride, int activation) {
+                                              const int* __restrict__ tiles, const FlareMoeWeights& wt,
+                                              FlareMoeEpilogue ep, long long bias_expert_stride, int n_out, int k_dim,
+                                              __nv_bfloat16* __restrict__ out, long long out_stride) {
   __shared__ __align__(16) __nv_bfloat16 a_s[k_mma_stages][k_mma_m][k_mma_lds];
-  __shared__ __align__(16) __nv_bfloat16 b_s[k_mma_stages][k_mma_n][k_mma_lds];
+  __shared__ __align__(16) FlareMoeBTiles<MXFP4> b_t;
   __shared__ const __nv_bfloat16* a_rows[k_mma_m];
-  __shared__ const __nv_bfloat16* b_rows[k_mma_n];
+  __shared__ const unsigned char* b_rows[k_mma_n];  // the row's first byte (values), or null
+  __shared__ const unsigned char* s_rows[k_mma_n];  // MXFP4: the row's first scale byte
   flare_pdl_enter();
   FlareMoeTile tile;
   if (!flare_moe_tile(tiles, tile)) return;
@@ -226,7 +299,10 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp / 2, wn = warp % 2;
   const int n0 = blockIdx.x * (GATE ? k_mma_n / 2 : k_mma_n);
-  const __nv_bfloat16* w_e = w + (long long)tile.expert * w_expert_stride;
+  const int elem_bytes = MXFP4 ? 1 : 2;
+  const unsigned char* w_e =
+      static_cast<const unsigned char*>(wt.w) + (long long)tile.expert * wt.w_expert_stride * elem_bytes;
+  if (ep.bias != nullptr) ep.bias += (long long)tile.expert * bias_expert_stride;
 
   // Row addresses; null for rows past the tile or the matrix (loaded as zeros).
   for (int r = tid; r < k_mma_m; r += k_mma_threads) {
@@ -240,7 +316,10 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
   for (int r = tid; r < k_mma_n; r += k_mma_threads) {
     const int col = GATE ? n0 + (r % 64) : n0 + r;
     const long long w_row = GATE ? (r < 64 ? col : n_out + col) : col;
-    b_rows[r] = col < n_out ? w_e + w_row * w_stride : nullptr;
+    b_rows[r] = col < n_out ? w_e + w_row * wt.w_stride * elem_bytes : nullptr;
+    if (MXFP4) {
+      s_rows[r] = col < n_out ? wt.scales + (long long)tile.expert * wt.s_expert_stride + w_row * wt.s_stride : nullptr;
+    }
   }
   __syncthreads();
 
@@ -253,12 +332,52 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
       const bool valid = row && col < k_dim;
       flare_cp_async_16(flare_smem_address(&a_s[stage][r][col - k0]), valid ? row + col : a, valid);
     }
+    if constexpr (MXFP4) {
+      // One weight row a thread (k_mma_n == k_mma_threads): its 16 value bytes (k0 is a multiple
+      // of 32, so they are 16-byte aligned) and the aligned 16 bytes holding its scale. Reading
+      // from the aligned-down address never leaves the scale's allocation: the 16 bytes lie in one
+      // aligned block, and allocations are whole blocks.
+      static_assert(k_mma_n == k_mma_threads && k_mma_k == 32, "one MXFP4 row and scale a thread a stage");
+      const int r = tid;
+      const unsigned char* row = b_rows[r];
+      const bool valid = row != nullptr && k0 < k_dim;
+      flare_cp_async_16(flare_smem_address(&b_t.values[stage][r]), valid ? row + k0 / 2 : w_e, valid);
+      const unsigned char* scale = valid ? s_rows[r] + k0 / 32 : nullptr;
+      const unsigned char* scale_block =
+          valid ? reinterpret_cast<const unsigned char*>(reinterpret_cast<unsigned long long>(scale) & ~15ull) : w_e;
+      flare_cp_async_16(flare_smem_address(&b_t.scales[stage][r]), scale_block, valid);
+    } else {
 #pragma unroll
-    for (int i = 0; i < k_mma_n * (k_mma_k / 8) / k_mma_threads; ++i) {
-      const int c = tid + i * k_mma_threads, r = c / (k_mma_k / 8), col = k0 + (c % (k_mma_k / 8)) * 8;
-      const __nv_bfloat16* row = b_rows[r];
-      const bool valid = row && col < k_dim;
-      flare_cp_async_16(flare_smem_address(&b_s[stage][r][col - k0]), valid ? row + col : w, valid);
+      for (int i = 0; i < k_mma_n * (k_mma_k / 8) / k_mma_threads; ++i) {
+        const int c = tid + i * k_mma_threads, r = c / (k_mma_k / 8), col = k0 + (c % (k_mma_k / 8)) * 8;
+        const unsigned char* row = b_rows[r];
+        const bool valid = row && col < k_dim;
+        flare_cp_async_16(flare_smem_address(&b_t.b[stage][r][col - k0]), valid ? row + 2 * col : w_e, valid);
+      }
+    }
+  };
+  // MXFP4: this thread's row of stage `stage` (32 values) decoded into the BF16 slice.
+  const auto decode_stage = [&](int stage, int k0) {
+    if constexpr (MXFP4) {
+      const int r = tid;
+      const uint4 v = b_t.values[stage][r];
+      unsigned e = 0;
+      if (b_rows[r] != nullptr) {
+        const unsigned long long scale = reinterpret_cast<unsigned long long>(s_rows[r] + k0 / 32);
+        e = reinterpret_cast<const unsigned char*>(&b_t.scales[stage][r])[scale & 15];
+      }
+      const float scale_f = flare_e8m0(e) * k_e2m1_unscale;
+      const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // values 8q .. 8q + 7: nibbles 0-7 of word q
+        const float2 p0 = flare_e2m1x2<0>(words[q]), p1 = flare_e2m1x2<1>(words[q]);
+        const float2 p2 = flare_e2m1x2<2>(words[q]), p3 = flare_e2m1x2<3>(words[q]);
+        __nv_bfloat162 o[4] = {__floats2bfloat162_rn(p0.x * scale_f, p1.x * scale_f),
+                               __floats2bfloat162_rn(p2.x * scale_f, p3.x * scale_f),
+                               __floats2bfloat162_rn(p0.y * scale_f, p1.y * scale_f),
+                               __floats2bfloat162_rn(p2.y * scale_f, p3.y * scale_f)};
+        *reinterpret_cast<uint4*>(&b_t.b[0][r][8 * q]) = *reinterpret_cast<const uint4*>(o);
+      }
     }
   };
 
@@ -279,11 +398,16 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
   }
   for (int kt = 0; kt < n_k; ++kt) {
     flare_cp_async_wait<k_mma_stages - 2>();
-    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free
+    __syncthreads();  // stage kt landed for every thread; stage kt - 1 (and the decoded slice) is free
     const int next = kt + k_mma_stages - 1;
     if (next < n_k) load_stage(next % k_mma_stages, next * k_mma_k);
     flare_cp_async_commit();
     const int st = kt % k_mma_stages;
+    if constexpr (MXFP4) {
+      decode_stage(st, kt * k_mma_k);
+      __syncthreads();  // the decoded slice is whole
+    }
+    const int bst = MXFP4 ? 0 : st;
 #pragma unroll
     for (int kk = 0; kk < k_mma_k; kk += 16) {
       unsigned af[2][4];
@@ -297,7 +421,7 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
         const int r = flare_mma_b_row<GATE>(wn, jp) + (lane & 7) + ((lane >> 4) << 3);
         const int c = kk + ((lane >> 3) & 1) * 8;
         unsigned b0, b1, b2, b3;
-        flare_ldmatrix_x4(flare_smem_address(&b_s[st][r][c]), b0, b1, b2, b3);
+        flare_ldmatrix_x4(flare_smem_address(&b_t.b[bst][r][c]), b0, b1, b2, b3);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
           flare_mma(acc[mi][2 * jp], af[mi], b0, b1);
@@ -321,8 +445,16 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
         for (int j = 0; j < 4; ++j) {
           const int col = n0 + 32 * wn + 8 * j + 2 * (lane % 4);
           if (col >= n_out) continue;
-          const float v0 = flare_moe_act(activation, acc[mi][j][2 * h], acc[mi][j + 4][2 * h]);
-          const float v1 = flare_moe_act(activation, acc[mi][j][2 * h + 1], acc[mi][j + 4][2 * h + 1]);
+          float g0 = acc[mi][j][2 * h], g1 = acc[mi][j][2 * h + 1];
+          float u0 = acc[mi][j + 4][2 * h], u1 = acc[mi][j + 4][2 * h + 1];
+          if (ep.bias != nullptr) {
+            g0 += ep.bias[col];
+            g1 += ep.bias[col + 1];
+            u0 += ep.bias[n_out + col];
+            u1 += ep.bias[n_out + col + 1];
+          }
+          const float v0 = flare_moe_act(ep.activation, g0, u0, ep.limit, ep.alpha);
+          const float v1 = flare_moe_act(ep.activation, g1, u1, ep.limit, ep.alpha);
           *reinterpret_cast<__nv_bfloat162*>(dst + col) = __floats2bfloat162_rn(v0, v1);
         }
       } else {
@@ -330,27 +462,51 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
         for (int j = 0; j < 8; ++j) {
           const int col = n0 + 64 * wn + 8 * j + 2 * (lane % 4);
           if (col >= n_out) continue;
-          *reinterpret_cast<__nv_bfloat162*>(dst + col) = __floats2bfloat162_rn(acc[mi][j][2 * h], acc[mi][j][2 * h + 1]);
+          float v0 = acc[mi][j][2 * h], v1 = acc[mi][j][2 * h + 1];
+          if (ep.bias != nullptr) {
+            v0 += ep.bias[col];
+            v1 += ep.bias[col + 1];
+          }
+          *reinterpret_cast<__nv_bfloat162*>(dst + col) = __floats2bfloat162_rn(v0, v1);
         }
       }
     }
   }
 }
 
-extern "C" __global__ void __launch_bounds__(k_mma_threads)
-flare_moe_experts_mma_gate_up(const __nv_bfloat16* x, long long x_stride, const int* sorted_pairs, int top_k,
-                              const int* tiles, const __nv_bfloat16* w, long long w_stride, long long w_expert_stride,
-                              int inter, int hidden, __nv_bfloat16* act, long long act_stride, int activation) {
-  flare_moe_mma<true>(x, x_stride, sorted_pairs, top_k, tiles, w, w_stride, w_expert_stride, inter, hidden, act,
-                      act_stride, activation);
-}
+// The products' entry points, one signature for both formats (the BF16 ones ignore the scales).
+// gate_up: act = activation(x rows @ gate_up[e]^T + bias); down: expert_out = act rows @ down[e]^T + bias.
+#define FLARE_MOE_GATE_UP_PARAMS                                                                              \
+  const __nv_bfloat16 *x, long long x_stride, const int *sorted_pairs, int top_k, const int *tiles, const void *w, \
+      long long w_stride, long long w_expert_stride, const unsigned char *scales, long long s_stride,             \
+      long long s_expert_stride, const float *bias, long long bias_expert_stride, int inter, int hidden,          \
+      __nv_bfloat16 *act, long long act_stride, int activation, float limit, float alpha
+#define FLARE_MOE_DOWN_PARAMS                                                                                   \
+  const __nv_bfloat16 *act, long long act_stride, const int *tiles, const void *w, long long w_stride,          \
+      long long w_expert_stride, const unsigned char *scales, long long s_stride, long long s_expert_stride,     \
+      const float *bias, long long bias_expert_stride, int hidden, int inter, __nv_bfloat16 *expert_out,        \
+      long long out_stride
+#define FLARE_MOE_GATE_UP_ARGS                                                                              \
+  x, x_stride, sorted_pairs, top_k, tiles, FlareMoeWeights{w, w_stride, w_expert_stride, scales, s_stride, \
+                                                           s_expert_stride},                               \
+      FlareMoeEpilogue{bias, activation, limit, alpha}, bias_expert_stride, inter, hidden, act, act_stride
+#define FLARE_MOE_DOWN_ARGS                                                                                 \
+  act, act_stride, nullptr, 1, tiles, FlareMoeWeights{w, w_stride, w_expert_stride, scales, s_stride,      \
+                                                      s_expert_stride},                                    \
+      FlareMoeEpilogue{bias, 0, 0.0f, 0.0f}, bias_expert_stride, hidden, inter, expert_out, out_stride
 
+extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mma_gate_up(FLARE_MOE_GATE_UP_PARAMS) {
+  flare_moe_mma<true, false>(FLARE_MOE_GATE_UP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mma_down(FLARE_MOE_DOWN_PARAMS) {
+  flare_moe_mma<false, false>(FLARE_MOE_DOWN_ARGS);
+}
 extern "C" __global__ void __launch_bounds__(k_mma_threads)
-flare_moe_experts_mma_down(const __nv_bfloat16* act, long long act_stride, const int* tiles, const __nv_bfloat16* w,
-                           long long w_stride, long long w_expert_stride, int hidden, int inter,
-                           __nv_bfloat16* expert_out, long long out_stride) {
-  flare_moe_mma<false>(act, act_stride, nullptr, 1, tiles, w, w_stride, w_expert_stride, hidden, inter, expert_out,
-                       out_stride, 0);
+flare_moe_experts_mma_gate_up_mxfp4(FLARE_MOE_GATE_UP_PARAMS) {
+  flare_moe_mma<true, true>(FLARE_MOE_GATE_UP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mma_down_mxfp4(FLARE_MOE_DOWN_PARAMS) {
+  flare_moe_mma<false, true>(FLARE_MOE_DOWN_ARGS);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -360,7 +516,7 @@ constexpr int k_gemv_threads = 256;  // 8 warps
 constexpr int k_gemv_rows = 8;       // tile rows (the host aligns with tile_rows 8)
 constexpr int k_gemv_unroll = 4;     // 16-byte chunks per weight row a lane loads before using them
 
-__device__ __forceinline__ uint4 flare_moe_load_w(const __nv_bfloat16* p) {
+__device__ __forceinline__ uint4 flare_moe_load_w(const void* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -381,14 +537,50 @@ __device__ __forceinline__ float flare_dot8(const float (&xf)[8], uint4 w, float
   return acc;
 }
 
+// A lane's 16-byte weight chunk: 8 BF16 values, or 32 MXFP4 values (one scale block) decoded to
+// floats of value * 2^-14 in flare_e2m1x2's order: f[8q + 2i], f[8q + 2i + 1] are values 8q + i
+// and 8q + i + 4.
+__device__ __forceinline__ void flare_mxfp4_chunk(uint4 raw, float (&f)[32]) {
+  const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    float2 p = flare_e2m1x2<0>(words[q]);
+    f[8 * q + 0] = p.x, f[8 * q + 1] = p.y;
+    p = flare_e2m1x2<1>(words[q]);
+    f[8 * q + 2] = p.x, f[8 * q + 3] = p.y;
+    p = flare_e2m1x2<2>(words[q]);
+    f[8 * q + 4] = p.x, f[8 * q + 5] = p.y;
+    p = flare_e2m1x2<3>(words[q]);
+    f[8 * q + 6] = p.x, f[8 * q + 7] = p.y;
+  }
+}
+// sum over the chunk's 32 values of x * f, x the 32 bf16 of `xv` in element order.
+__device__ __forceinline__ float flare_dot32(const uint4 (&xv)[4], const float (&f)[32]) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const unsigned xw[4] = {xv[q].x, xv[q].y, xv[q].z, xv[q].w};  // values 8q + 2j, 8q + 2j + 1
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float x_i = i % 2 ? flare_hi(xw[i / 2]) : flare_lo(xw[i / 2]);           // value 8q + i
+      const float x_i4 = i % 2 ? flare_hi(xw[2 + i / 2]) : flare_lo(xw[2 + i / 2]);  // value 8q + i + 4
+      acc = fmaf(x_i, f[8 * q + 2 * i], acc);
+      acc = fmaf(x_i4, f[8 * q + 2 * i + 1], acc);
+    }
+  }
+  return acc;
+}
+
 // GATE: warp w of the CTA computes act column blockIdx.x * 8 + w (gate row c and up row n_out + c);
 // else columns 2 (blockIdx.x * 8 + w) and the next. grid (ceil(n_out / (GATE ? 8 : 16)), max tiles).
-template <bool GATE>
+// A lane's chunks are 16 bytes of a weight row: 8 BF16 values, or 32 MXFP4 values (and their scale
+// byte), so an MXFP4 row streams a quarter of the BF16 row's bytes.
+template <bool GATE, bool MXFP4>
 __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__ a, long long a_stride,
                                                const int* __restrict__ sorted_pairs, int top_k,
-                                               const int* __restrict__ tiles, const __nv_bfloat16* __restrict__ w,
-                                               long long w_stride, long long w_expert_stride, int n_out, int k_dim,
-                                               __nv_bfloat16* __restrict__ out, long long out_stride, int activation) {
+                                               const int* __restrict__ tiles, const FlareMoeWeights& wt,
+                                               FlareMoeEpilogue ep, long long bias_expert_stride, int n_out, int k_dim,
+                                               __nv_bfloat16* __restrict__ out, long long out_stride) {
   flare_pdl_enter();
   FlareMoeTile tile;
   if (!flare_moe_tile(tiles, tile)) return;
@@ -396,9 +588,17 @@ __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int col = GATE ? blockIdx.x * (k_gemv_threads / 32) + warp : 2 * (blockIdx.x * (k_gemv_threads / 32) + warp);
   if (col >= n_out) return;
-  const __nv_bfloat16* w_e = w + (long long)tile.expert * w_expert_stride;
-  const __nv_bfloat16* w_rows[2] = {w_e + (long long)col * w_stride,
-                                    w_e + (GATE ? (long long)(n_out + col) : (long long)min(col + 1, n_out - 1)) * w_stride};
+  const int elem_bytes = MXFP4 ? 1 : 2;
+  const unsigned char* w_e =
+      static_cast<const unsigned char*>(wt.w) + (long long)tile.expert * wt.w_expert_stride * elem_bytes;
+  const long long rows[2] = {col, GATE ? (long long)(n_out + col) : (long long)min(col + 1, n_out - 1)};
+  const unsigned char* w_rows[2] = {w_e + rows[0] * wt.w_stride * elem_bytes, w_e + rows[1] * wt.w_stride * elem_bytes};
+  const unsigned char* s_rows[2] = {nullptr, nullptr};
+  if (MXFP4) {
+    const unsigned char* s_e = wt.scales + (long long)tile.expert * wt.s_expert_stride;
+    s_rows[0] = s_e + rows[0] * wt.s_stride;
+    s_rows[1] = s_e + rows[1] * wt.s_stride;
+  }
   const __nv_bfloat16* a_rows[k_gemv_rows];
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) {
@@ -409,27 +609,49 @@ __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) acc[g][0] = acc[g][1] = 0.0f;
 
-  const int n_chunks = k_dim / 8;
-  for (int c0 = lane; c0 < n_chunks; c0 += 32 * k_gemv_unroll) {
-    uint4 wv[k_gemv_unroll][2];
+  constexpr int chunk_values = MXFP4 ? 32 : 8;
+  // An MXFP4 chunk holds 4x the values (and their decoded floats): half the chunks in flight keep
+  // the registers to two CTAs an SM.
+  constexpr int unroll = MXFP4 ? k_gemv_unroll / 2 : k_gemv_unroll;
+  const int n_chunks = k_dim / chunk_values;
+  for (int c0 = lane; c0 < n_chunks; c0 += 32 * unroll) {
+    uint4 wv[unroll][2];
+    float scale[unroll][2];
 #pragma unroll
-    for (int u = 0; u < k_gemv_unroll; ++u) {
+    for (int u = 0; u < unroll; ++u) {
       const int c = c0 + 32 * u;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) wv[u][i] = c < n_chunks ? flare_moe_load_w(w_rows[i] + c * 8) : make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < 2; ++i) {
+        wv[u][i] = c < n_chunks ? flare_moe_load_w(w_rows[i] + c * 16) : make_uint4(0, 0, 0, 0);
+        if (MXFP4) scale[u][i] = c < n_chunks ? flare_e8m0(__ldg(s_rows[i] + c)) * k_e2m1_unscale : 0.0f;
+      }
     }
 #pragma unroll
-    for (int u = 0; u < k_gemv_unroll; ++u) {
+    for (int u = 0; u < unroll; ++u) {
       const int c = c0 + 32 * u;
       if (c >= n_chunks) break;
+      if constexpr (MXFP4) {
+        float f0[32], f1[32];
+        flare_mxfp4_chunk(wv[u][0], f0);
+        flare_mxfp4_chunk(wv[u][1], f1);
 #pragma unroll
-      for (int g = 0; g < k_gemv_rows; ++g) {
-        if (g >= count) break;
-        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a_rows[g] + c * 8));
-        const float xf[8] = {flare_lo(xv.x), flare_hi(xv.x), flare_lo(xv.y), flare_hi(xv.y),
-                             flare_lo(xv.z), flare_hi(xv.z), flare_lo(xv.w), flare_hi(xv.w)};
-        acc[g][0] = flare_dot8(xf, wv[u][0], acc[g][0]);
-        acc[g][1] = flare_dot8(xf, wv[u][1], acc[g][1]);
+        for (int g = 0; g < k_gemv_rows; ++g) {
+          if (g >= count) break;
+          const uint4* xp = reinterpret_cast<const uint4*>(a_rows[g] + c * 32);
+          const uint4 xv[4] = {__ldg(xp), __ldg(xp + 1), __ldg(xp + 2), __ldg(xp + 3)};
+          acc[g][0] = fmaf(flare_dot32(xv, f0), scale[u][0], acc[g][0]);
+          acc[g][1] = fmaf(flare_dot32(xv, f1), scale[u][1], acc[g][1]);
+        }
+      } else {
+#pragma unroll
+        for (int g = 0; g < k_gemv_rows; ++g) {
+          if (g >= count) break;
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(a_rows[g] + c * 8));
+          const float xf[8] = {flare_lo(xv.x), flare_hi(xv.x), flare_lo(xv.y), flare_hi(xv.y),
+                               flare_lo(xv.z), flare_hi(xv.z), flare_lo(xv.w), flare_hi(xv.w)};
+          acc[g][0] = flare_dot8(xf, wv[u][0], acc[g][0]);
+          acc[g][1] = flare_dot8(xf, wv[u][1], acc[g][1]);
+        }
       }
     }
   }
@@ -442,33 +664,38 @@ __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__
       acc[g][1] += __shfl_xor_sync(0xffffffffu, acc[g][1], o);
     }
   }
+  const float* bias = ep.bias != nullptr ? ep.bias + (long long)tile.expert * bias_expert_stride : nullptr;
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) {
     if (lane != g || g >= count) continue;
     __nv_bfloat16* dst = out + (long long)(tile.begin + g) * out_stride + col;
+    float v0 = acc[g][0], v1 = acc[g][1];
+    if (bias != nullptr) {
+      v0 += bias[rows[0]];
+      v1 += bias[rows[1]];
+    }
     if (GATE) {
-      dst[0] = __float2bfloat16(flare_moe_act(activation, acc[g][0], acc[g][1]));
+      dst[0] = __float2bfloat16(flare_moe_act(ep.activation, v0, v1, ep.limit, ep.alpha));
     } else {
-      dst[0] = __float2bfloat16(acc[g][0]);
-      if (col + 1 < n_out) dst[1] = __float2bfloat16(acc[g][1]);
+      dst[0] = __float2bfloat16(v0);
+      if (col + 1 < n_out) dst[1] = __float2bfloat16(v1);
     }
   }
 }
 
-extern "C" __global__ void __launch_bounds__(k_gemv_threads)
-flare_moe_experts_gemv_gate_up(const __nv_bfloat16* x, long long x_stride, const int* sorted_pairs, int top_k,
-                               const int* tiles, const __nv_bfloat16* w, long long w_stride, long long w_expert_stride,
-                               int inter, int hidden, __nv_bfloat16* act, long long act_stride, int activation) {
-  flare_moe_gemv<true>(x, x_stride, sorted_pairs, top_k, tiles, w, w_stride, w_expert_stride, inter, hidden, act,
-                       act_stride, activation);
+extern "C" __global__ void __launch_bounds__(k_gemv_threads) flare_moe_experts_gemv_gate_up(FLARE_MOE_GATE_UP_PARAMS) {
+  flare_moe_gemv<true, false>(FLARE_MOE_GATE_UP_ARGS);
 }
-
-extern "C" __global__ void __launch_bounds__(k_gemv_threads)
-flare_moe_experts_gemv_down(const __nv_bfloat16* act, long long act_stride, const int* tiles, const __nv_bfloat16* w,
-                            long long w_stride, long long w_expert_stride, int hidden, int inter,
-                            __nv_bfloat16* expert_out, long long out_stride) {
-  flare_moe_gemv<false>(act, act_stride, nullptr, 1, tiles, w, w_stride, w_expert_stride, hidden, inter, expert_out,
-                        out_stride, 0);
+extern "C" __global__ void __launch_bounds__(k_gemv_threads) flare_moe_experts_gemv_down(FLARE_MOE_DOWN_PARAMS) {
+  flare_moe_gemv<false, false>(FLARE_MOE_DOWN_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
+flare_moe_experts_gemv_gate_up_mxfp4(FLARE_MOE_GATE_UP_PARAMS) {
+  flare_moe_gemv<true, true>(FLARE_MOE_GATE_UP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
+flare_moe_experts_gemv_down_mxfp4(FLARE_MOE_DOWN_PARAMS) {
+  flare_moe_gemv<false, true>(FLARE_MOE_DOWN_ARGS);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 TEST(ShapeConfigs, EmbedsTheDenseAndMixtureOfExpertsShapes) {
   std::vector<std::string> names;
   for (const ShapeConfig& s : embedded_shape_configs()) names.emplace_back(s.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"gemma-3-12b", "llama-3.1-8b", "mixtral-8x7b", "qwen3-30b-a3b",
-                                            "qwen3-8b"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gemma-3-12b", "gpt-oss-20b", "llama-3.1-8b", "mixtral-8x7b",
+                                            "qwen3-30b-a3b", "qwen3-8b"}));
 }
 
 TEST(ShapeConfigs, MixtureOfExpertsShapesCountActiveParameters) {
@@ -35,6 +35,30 @@ TEST(ShapeConfigs, MixtureOfExpertsShapesCountActiveParameters) {
   EXPECT_EQ(mixtral.spec.architecture, "MixtralForCausalLM");
   EXPECT_NEAR(double(mixtral.spec.n_parameters()) / 1e9, 46.7, 0.1);
   EXPECT_NEAR(double(mixtral.spec.n_active_parameters()) / 1e9, 12.9, 0.1);
+}
+
+// gpt-oss-20b: MXFP4 experts count half a byte a value and a scale byte per 32 in the bound.
+TEST(ShapeConfigs, GptOss20bShapeReadsItsMxfp4Experts) {
+  const BenchModel m = bench_model_resolve("gpt-oss-20b");
+  const model::ModelSpec& s = m.spec;
+  EXPECT_EQ(s.architecture, "GptOssForCausalLM");
+  EXPECT_EQ(s.n_layers, 24);
+  EXPECT_EQ(s.moe.n_experts, 32);
+  EXPECT_EQ(s.moe.top_k, 4);
+  EXPECT_EQ(s.layers[0].sliding_window, 128);
+  EXPECT_EQ(s.layers[1].sliding_window, 0);
+  EXPECT_NEAR(double(s.n_parameters()) / 1e9, 20.9, 0.1);
+  // The published 3.6B active leaves out the 0.58B embedding table, which n_active_parameters counts.
+  EXPECT_NEAR(double(s.n_active_parameters() - 201088ll * 2880) / 1e9, 3.6, 0.05);
+  // Per layer: qkv 5120x2880, o 2880x4096 and the router 32x2880 in bf16; 4 experts of gate_up
+  // 5760x2880 and down 2880x2880 in MXFP4 (0.5 + 1/32 bytes a value) with their f32 biases; f32
+  // norms (2 x 2880), q/k/v/o biases (5120 + 2880), sinks (64), router bias (32). Then the final
+  // norm and the 201088x2880 head.
+  const double layer = 2.0 * (5120.0 * 2880 + 2880.0 * 4096 + 32.0 * 2880) +
+                       4 * (5760.0 * 2880 + 2880.0 * 2880) * (0.5 + 1.0 / 32) + 4 * 4.0 * (5760 + 2880) +
+                       4.0 * (2 * 2880 + 5120 + 2880 + 64 + 32);
+  EXPECT_DOUBLE_EQ(decode_weight_bytes(s), 24 * layer + 2880 * 4 + 201088.0 * 2880 * 2);
+  EXPECT_NEAR(decode_weight_bytes(s) / 1e9, 3.71, 0.01);
 }
 
 TEST(ShapeConfigs, Gemma3ShapeReadsOnlyTheWindowOnSlidingLayers) {
