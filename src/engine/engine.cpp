@@ -147,6 +147,7 @@ void LocalEngine::loop() {
 void LocalEngine::run_step(StepPlan& plan) {
   const std::int32_t vocab = runner_->vocab_size();
   std::vector<RequestOutputs> outputs;
+  const auto started = std::chrono::steady_clock::now();
   try {
     if (!plan.draft.empty()) {
       runner_->propose_drafts(plan.draft, plan.page_copies, drafts_);
@@ -155,6 +156,7 @@ void LocalEngine::run_step(StepPlan& plan) {
     const SamplingPlan sampling = scheduler_.plan_sampling(plan, vocab);
     runner_->run(plan.step, plan.page_copies, sampling, results_);
     outputs = scheduler_.apply(plan, sampling, results_, vocab);
+    scheduler_.record_step_time(plan, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
   } catch (const std::exception& e) {
     outputs = scheduler_.fail_all(std::string("the engine failed a step: ") + e.what());
   }

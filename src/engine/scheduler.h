@@ -32,6 +32,7 @@
 #include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/sampling_plan.h"
+#include "engine/verify_policy.h"
 #include "helios/page_pool.h"
 #include "helios/sampling.h"
 #include "helios/step.h"
@@ -113,6 +114,10 @@ class Scheduler {
   // Puts the draft model's proposals (draft_proposal_run over plan.draft) into the plan's verify
   // rows. Call after schedule() and before plan_sampling() when plan.draft is not empty.
   void fill_drafts(StepPlan& plan, const std::vector<std::vector<TokenId>>& drafts);
+  // How long the plan's step took (its drafts, forward and sampling): decode and verify steps
+  // teach adaptive verification what draft tokens cost at this batch (verify_policy.h).
+  void record_step_time(const StepPlan& plan, double ms);
+  const VerifyPolicy& verify_policy() const { return verify_policy_; }
   // results: what the runner returned for plan_sampling(plan) (sampled tokens and host rows'
   // logits, [sampling.host_rows.size(), vocab_size] f32).
   std::vector<RequestOutputs> apply(const StepPlan& plan, const SamplingPlan& sampling, const StepResults& results,
@@ -185,6 +190,7 @@ class Scheduler {
   std::int64_t schedule_stamp_ = 0;  // counts schedule() calls
   SchedulerCounters counters_;
   std::vector<RequestOutputs> capacity_failures_;
+  VerifyPolicy verify_policy_;
 };
 
 }  // namespace flare::engine

@@ -21,6 +21,7 @@ std::int32_t Scheduler::schedule_drafts(Request& r, Choice& c, std::int32_t room
   if (!options_.speculates() || c.constraint || !r.all_forked) return 0;
   if (r.request.prompt_logprobs && !r.prompt_logprobs_sent) return 0;
   std::int32_t k = std::min({options_.max_draft_tokens, room, r.draft_room(c, options_.context_limit)});
+  if (k > 0 && options_.adaptive_verification) k = verify_policy_.draft_count(c.acceptance, k, n_active_choices());
   if (k <= 0) return 0;
   if (options_.history_drafts) {
     if (!c.history_drafts) c.history_drafts = std::make_unique<HistoryDrafts>(options_.history_draft_settings);
@@ -113,10 +114,24 @@ void Scheduler::apply_verify_row(Request& r, Choice& c, std::span<const helios::
     record_token(r, c, sampled[std::size_t(j)]);
     if (!accepted || !c.active()) break;
   }
+  std::int32_t n_accepted = 0;
+  while (n_accepted < k && n_accepted + 1 < std::int32_t(sampled.size()) &&
+         sampled[std::size_t(n_accepted)].token == c.drafts[std::size_t(n_accepted)]) {
+    ++n_accepted;
+  }
+  c.acceptance.record(k, n_accepted);
   c.drafts.clear();
   c.drafts_learned = false;
   c.n_draft_computed = std::min(c.n_draft_computed, c.n_computed);
   if (c.active()) c.pages.truncate(c.n_computed);  // a finished choice has let its pages go already
+}
+
+void Scheduler::record_step_time(const StepPlan& plan, double ms) {
+  // Only steps of decode and verify rows: a prefill chunk's time says nothing about draft tokens.
+  for (const ScheduledRow& row : plan.rows) {
+    if (row.n_drafts == 0 && row.n_tokens > 1) return;
+  }
+  verify_policy_.record_step(plan.step.n_rows(), plan.step.n_tokens(), ms);
 }
 
 }  // namespace flare::engine

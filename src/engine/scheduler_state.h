@@ -10,6 +10,7 @@
 
 #include "engine/history_drafts.h"
 #include "engine/scheduler.h"
+#include "engine/verify_policy.h"
 
 namespace flare::engine {
 
@@ -34,7 +35,8 @@ struct Scheduler::Choice {
   // ordinary row), and the choice's history-draft index (created at its first proposal).
   std::vector<TokenId> drafts;
   std::unique_ptr<HistoryDrafts> history_drafts;
-  bool drafts_learned = false;  // drafts holds placeholders the draft model fills (fill_drafts)
+  bool drafts_learned = false;
+  AcceptanceEstimate acceptance;  // of its drafts, for adaptive verification  // drafts holds placeholders the draft model fills (fill_drafts)
   // With a draft model: positions whose draft-model KV is in the pages (at most n_computed once a
   // step is applied), and how far this step's draft forwards write.
   std::int32_t n_draft_computed = 0;

@@ -116,7 +116,8 @@ void set_sampling(const model::Recipe& recipe, proto::Manifest& manifest) {
 }
 
 // Flags > recipe. --no-mtp excludes the other speculation flags.
-SpeculationSettings speculation_settings(const ExportOptions& options, const model::Recipe& recipe) {
+SpeculationSettings speculation_settings(const ExportOptions& options, const model::Recipe& recipe,
+                                         const ModelSettings& file_settings) {
   if (options.no_mtp && (options.mtp_draft_tokens || options.speculative_token_capacity ||
                          options.no_mtp_adaptive_verification)) {
     fail_usage("--no-mtp excludes --mtp-draft-tokens, --speculative-token-capacity and --no-mtp-adaptive-verification");
@@ -127,7 +128,9 @@ SpeculationSettings speculation_settings(const ExportOptions& options, const mod
     fail_usage("--mtp-draft-tokens must be from 0 to {}, got {}", engine::k_max_draft_tokens, s.max_draft_tokens);
   }
   s.adaptive_verification = !options.no_mtp_adaptive_verification;
-  s.token_capacity = options.speculative_token_capacity.value_or(128);
+  s.token_capacity = options.speculative_token_capacity
+                         ? *options.speculative_token_capacity
+                         : static_cast<std::int32_t>(file_settings.speculative_token_capacity.value_or(128));
   if (s.token_capacity < 1 || s.token_capacity > 65536) {
     fail_usage("--speculative-token-capacity must be from 1 to 65536, got {}", s.token_capacity);
   }
@@ -195,12 +198,19 @@ int run_export(const ExportOptions& options) {
   const std::int64_t context = recipe.context_ceiling ? std::min<std::int64_t>(*recipe.context_ceiling, spec.max_position_embeddings)
                                                       : spec.max_position_embeddings;
   const model::Architecture& architecture = model::architecture_of(spec);
-  const SpeculationSettings speculation = speculation_settings(options, recipe);
-  const std::optional<PreparedDraft> draft = resolve_draft(options.draft_model, options.no_mtp, recipe, config,
-                                                           assets_directory(), resolved.checkpoint_dir, spec);
+  const SpeculationSettings speculation = speculation_settings(options, recipe, file_settings);
+  std::optional<PreparedDraft> draft = resolve_draft(options.draft_model, options.no_mtp, recipe, config,
+                                                     assets_directory(), resolved.checkpoint_dir, spec);
   if (draft && on_gpu) {
-    fail_usage("a learned draft model ({}) is prepared for CPU packages only so far; export with --cpu, or with "
-               "--no-mtp for this GPU", draft->source);
+    // A learned draft runs on the CPU backend only so far: an explicit one is an error, the recipe's
+    // default is left out (the GPU package keeps history drafts).
+    if (options.draft_model) {
+      fail_usage("--draft-model: a learned draft model is prepared for CPU packages only so far; export with --cpu, "
+                 "or without --draft-model for this GPU");
+    }
+    std::fprintf(stderr, "Speculation: the recipe's draft model %s is prepared for CPU packages only so far; this GPU "
+                 "package verifies history drafts (flare run --history-drafts)\n", draft->source.c_str());
+    draft.reset();
   }
   // Draft pages share the target's page ids: a cached token holds both models' KV.
   const std::uint64_t kv_bytes_per_token =

@@ -1,0 +1,61 @@
+// Adaptive verification: the draft count follows measured acceptance and measured step costs,
+// falls back to ordinary decoding where drafts do not pay, and retries now and then.
+#include "engine/verify_policy.h"
+
+#include <gtest/gtest.h>
+
+namespace flare::engine {
+namespace {
+
+TEST(VerifyPolicy, AcceptedDraftsEarnLongRounds) {
+  VerifyPolicy policy;
+  AcceptanceEstimate acceptance;
+  for (int i = 0; i < 30; ++i) acceptance.record(5, 5);
+  EXPECT_GT(acceptance.rate(), 0.95);
+  EXPECT_EQ(policy.draft_count(acceptance, 7, 1), 7);  // the prior cost of a draft token is small
+}
+
+TEST(VerifyPolicy, RejectedDraftsFallBackToOrdinaryDecodingAndRetry) {
+  VerifyPolicy policy;
+  AcceptanceEstimate acceptance;
+  for (int i = 0; i < 30; ++i) acceptance.record(4, 0);
+  EXPECT_LT(acceptance.rate(), 0.1);
+  int n_tried = 0;
+  for (int round = 0; round < 32; ++round) n_tried += policy.draft_count(acceptance, 5, 4) > 0;
+  EXPECT_EQ(n_tried, 4);  // one draft every 8 rounds
+}
+
+TEST(VerifyPolicy, MeasuredCostsDecide) {
+  VerifyPolicy policy;
+  AcceptanceEstimate acceptance;
+  for (int i = 0; i < 30; ++i) acceptance.record(4, 3);  // 75%
+  // Cheap draft tokens (a memory-bound GPU step): 10 ms for 8 rows, +0.1 ms a token.
+  for (int i = 0; i < 10; ++i) {
+    policy.record_step(8, 8, 10.0);
+    policy.record_step(8, 40, 13.2);
+  }
+  EXPECT_NEAR(policy.relative_draft_cost(8), 0.08, 1e-6);
+  EXPECT_GE(policy.draft_count(acceptance, 7, 8), 4);
+  // Expensive ones (a compute-bound step): a draft token costs as much as a decode row.
+  VerifyPolicy compute_bound;
+  for (int i = 0; i < 10; ++i) {
+    compute_bound.record_step(8, 8, 8.0);
+    compute_bound.record_step(8, 40, 40.0);
+  }
+  EXPECT_NEAR(compute_bound.relative_draft_cost(8), 1.0, 1e-6);
+  EXPECT_EQ(compute_bound.draft_count(acceptance, 7, 8), 0);
+  // Other batch sizes keep their own costs (and the prior until measured).
+  EXPECT_NEAR(compute_bound.relative_draft_cost(64), 0.05, 1e-9);
+}
+
+TEST(VerifyPolicy, IgnoresMeaninglessSamples) {
+  VerifyPolicy policy;
+  policy.record_step(0, 0, 1.0);
+  policy.record_step(4, 2, 1.0);
+  policy.record_step(4, 4, -1.0);
+  policy.record_step(4, 12, 3.0);  // a verify step before any decode step of that batch
+  EXPECT_NEAR(policy.relative_draft_cost(4), 0.05, 1e-9);
+}
+
+}  // namespace
+}  // namespace flare::engine
