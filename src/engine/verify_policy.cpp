@@ -10,7 +10,7 @@ namespace {
 constexpr double kDecay = 0.9;          // per round: about the last ten rounds count
 constexpr double kStepDecay = 0.8;      // per measured step
 constexpr double kPriorRate = 0.7;      // before a choice's first round
-constexpr double kPriorBeta = 0.05;     // a draft token against a decode row before any measurement
+constexpr double kPriorBeta = 0.05;     // a draft token's share of a decode step, unmeasured
 constexpr std::int32_t kRetryRounds = 8;  // a choice not drafting tries one draft this often
 
 double expected_tokens(double alpha, std::int32_t k) {
@@ -39,30 +39,34 @@ std::size_t VerifyPolicy::bucket(std::int32_t n_rows) {
 
 void VerifyPolicy::record_step(std::int32_t n_rows, std::int32_t n_tokens, double ms) {
   if (n_rows <= 0 || n_tokens < n_rows || !(ms > 0.0) || !std::isfinite(ms)) return;
-  const std::size_t b = bucket(n_rows);
-  if (n_tokens == n_rows) {
-    decode_ms_[b] = decode_ms_[b] > 0.0 ? kStepDecay * decode_ms_[b] + (1.0 - kStepDecay) * ms : ms;
-    return;
-  }
-  if (decode_ms_[b] <= 0.0) return;  // the extra tokens' cost needs the decode step's first
-  const double per_token = std::max(0.0, ms - decode_ms_[b]) / double(n_tokens - n_rows);
-  token_ms_[b] = token_ms_[b] > 0.0 ? kStepDecay * token_ms_[b] + (1.0 - kStepDecay) * per_token : per_token;
+  const auto width = std::size_t(std::clamp<std::int64_t>((std::int64_t(n_tokens) + n_rows / 2) / n_rows, 1,
+                                                          std::int64_t(kWidths) - 1));
+  double& slot = step_ms_[bucket(n_rows)][width];
+  slot = slot > 0.0 ? kStepDecay * slot + (1.0 - kStepDecay) * ms : ms;
 }
 
-double VerifyPolicy::relative_draft_cost(std::int32_t n_rows) const {
-  const std::size_t b = bucket(n_rows);
-  if (decode_ms_[b] <= 0.0 || token_ms_[b] <= 0.0) return kPriorBeta;
-  return token_ms_[b] * double(std::max(n_rows, 1)) / decode_ms_[b];
+double VerifyPolicy::relative_cost(std::int32_t n_rows, std::int32_t k) const {
+  const auto& ms = step_ms_[bucket(n_rows)];
+  const auto width = std::size_t(std::clamp<std::int64_t>(std::int64_t(k) + 1, 1, std::int64_t(kWidths) - 1));
+  if (width == 1) return 1.0;
+  const double decode = ms[1];
+  if (decode > 0.0 && ms[width] > 0.0) return ms[width] / decode;
+  double floor = 1.0;  // a wider round costs at least what a narrower measured one does
+  if (decode > 0.0) {
+    for (std::size_t w = 2; w < width; ++w) {
+      if (ms[w] > 0.0) floor = std::max(floor, ms[w] / decode);
+    }
+  }
+  return std::max(floor, 1.0 + kPriorBeta * double(k));
 }
 
 std::int32_t VerifyPolicy::draft_count(AcceptanceEstimate& acceptance, std::int32_t k_max, std::int32_t n_rows) const {
   if (k_max <= 0) return 0;
   const double alpha = acceptance.rate();
-  const double beta = relative_draft_cost(n_rows);
   std::int32_t best = 0;
-  double best_rate = 1.0;  // ordinary decoding: one token for one row's share of a decode step
+  double best_rate = 1.0;  // ordinary decoding: one token a decode step
   for (std::int32_t k = 1; k <= k_max; ++k) {
-    const double rate = expected_tokens(alpha, k) / (1.0 + beta * double(k));
+    const double rate = expected_tokens(alpha, k) / relative_cost(n_rows, k);
     if (rate > best_rate) {
       best_rate = rate;
       best = k;

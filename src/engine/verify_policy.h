@@ -1,13 +1,14 @@
 // Adaptive verification: how many drafts a choice's verify row carries this round. Each choice
 // keeps a decayed estimate of the share of its drafts the target accepts (alpha); the engine
-// measures its own steps, so the policy knows what a draft token costs beside a decode row at the
-// current batch: decode-only steps give the time of a step of n rows (a), verify steps the time
-// of each extra token (b). Assuming each draft is accepted with probability alpha once the ones
-// before it were, a round of k drafts commits E(k) = (1 - alpha^(k+1)) / (1 - alpha) tokens and a
-// row's share of the step costs a / n + b k, so the row drafts the k that maximises
-// E(k) / (1 + beta k), beta = b n / a, and drafts nothing where no k beats ordinary decoding. A
-// choice that stopped drafting tries one draft every few rounds, so a text that turns
-// repetitive is noticed (and a batch's costs are measured again). Engine thread only.
+// measures its own steps, so the policy knows what a round of width 1 + k costs against a decode
+// step at the current batch (per batch-size bucket: decode steps, and verify steps by their mean
+// width; a verify step may cost more than its tokens say, e.g. where decode steps replay graphs
+// and verify steps run eagerly). Assuming each draft is accepted with probability alpha once the
+// ones before it were, a round of k drafts commits E(k) = (1 - alpha^(k+1)) / (1 - alpha) tokens,
+// so the row drafts the k that maximises E(k) / cost(k), and nothing where no k beats ordinary
+// decoding. A width not measured yet is assumed cheap (1 + 0.05 k, but no cheaper than a narrower
+// measured one), so it gets tried and measured. A choice that stopped drafting tries one draft
+// every few rounds, so a text that turns repetitive is noticed. Engine thread only.
 #pragma once
 
 #include <array>
@@ -30,14 +31,15 @@ class VerifyPolicy {
   void record_step(std::int32_t n_rows, std::int32_t n_tokens, double ms);
   // Drafts for a row of a batch of about n_rows rows, at most k_max; 0: decode ordinarily.
   std::int32_t draft_count(AcceptanceEstimate& acceptance, std::int32_t k_max, std::int32_t n_rows) const;
-  // beta = (cost of a draft token) / (a row's share of a decode step) at n_rows rows.
-  double relative_draft_cost(std::int32_t n_rows) const;
+  // The time of a step whose rows carry k drafts each, over a decode step's, at n_rows rows.
+  double relative_cost(std::int32_t n_rows, std::int32_t k) const;
 
  private:
   static constexpr std::size_t kBuckets = 12;  // rows 1, 2, 3-4, 5-8, ... 1025+
+  static constexpr std::size_t kWidths = 17;   // tokens per row 1..16
   static std::size_t bucket(std::int32_t n_rows);
-  std::array<double, kBuckets> decode_ms_{};      // EMA of decode-only step times; 0: none yet
-  std::array<double, kBuckets> token_ms_{};       // EMA of the time of one extra verify token
+  // EMA of step times by bucket and mean tokens per row (index 1: decode steps); 0: none yet.
+  std::array<std::array<double, kWidths>, kBuckets> step_ms_{};
 };
 
 }  // namespace flare::engine

@@ -26,26 +26,37 @@ TEST(VerifyPolicy, RejectedDraftsFallBackToOrdinaryDecodingAndRetry) {
 }
 
 TEST(VerifyPolicy, MeasuredCostsDecide) {
-  VerifyPolicy policy;
   AcceptanceEstimate acceptance;
   for (int i = 0; i < 30; ++i) acceptance.record(4, 3);  // 75%
   // Cheap draft tokens (a memory-bound GPU step): 10 ms for 8 rows, +0.1 ms a token.
+  VerifyPolicy memory_bound;
   for (int i = 0; i < 10; ++i) {
-    policy.record_step(8, 8, 10.0);
-    policy.record_step(8, 40, 13.2);
+    memory_bound.record_step(8, 8, 10.0);
+    memory_bound.record_step(8, 40, 13.2);  // 5 tokens a row
   }
-  EXPECT_NEAR(policy.relative_draft_cost(8), 0.08, 1e-6);
-  EXPECT_GE(policy.draft_count(acceptance, 7, 8), 4);
+  EXPECT_NEAR(memory_bound.relative_cost(8, 4), 1.32, 1e-6);
+  EXPECT_GE(memory_bound.relative_cost(8, 6), 1.32 - 1e-9);  // unmeasured, no cheaper than a narrower one
+  EXPECT_GE(memory_bound.draft_count(acceptance, 7, 8), 4);
   // Expensive ones (a compute-bound step): a draft token costs as much as a decode row.
   VerifyPolicy compute_bound;
   for (int i = 0; i < 10; ++i) {
-    compute_bound.record_step(8, 8, 8.0);
-    compute_bound.record_step(8, 40, 40.0);
+    for (int w = 1; w <= 8; ++w) compute_bound.record_step(8, 8 * w, 8.0 * w);
   }
-  EXPECT_NEAR(compute_bound.relative_draft_cost(8), 1.0, 1e-6);
+  EXPECT_NEAR(compute_bound.relative_cost(8, 4), 5.0, 1e-6);
   EXPECT_EQ(compute_bound.draft_count(acceptance, 7, 8), 0);
+  // A fixed verify overhead (decode steps replayed as graphs, verify steps eager): only long
+  // accepted runs pay.
+  VerifyPolicy eager_verify;
+  for (int i = 0; i < 10; ++i) {
+    eager_verify.record_step(1, 1, 0.17);
+    for (int w = 2; w <= 6; ++w) eager_verify.record_step(1, w, 0.5 + 0.01 * w);
+  }
+  EXPECT_EQ(eager_verify.draft_count(acceptance, 5, 1), 0);  // 75%: at most 3.3 tokens for 3x the cost
+  AcceptanceEstimate repetitive;
+  for (int i = 0; i < 30; ++i) repetitive.record(5, 5);
+  EXPECT_EQ(eager_verify.draft_count(repetitive, 5, 1), 5);
   // Other batch sizes keep their own costs (and the prior until measured).
-  EXPECT_NEAR(compute_bound.relative_draft_cost(64), 0.05, 1e-9);
+  EXPECT_NEAR(compute_bound.relative_cost(64, 2), 1.1, 1e-9);
 }
 
 TEST(VerifyPolicy, IgnoresMeaninglessSamples) {
@@ -53,8 +64,9 @@ TEST(VerifyPolicy, IgnoresMeaninglessSamples) {
   policy.record_step(0, 0, 1.0);
   policy.record_step(4, 2, 1.0);
   policy.record_step(4, 4, -1.0);
+  EXPECT_NEAR(policy.relative_cost(4, 2), 1.1, 1e-9);
   policy.record_step(4, 12, 3.0);  // a verify step before any decode step of that batch
-  EXPECT_NEAR(policy.relative_draft_cost(4), 0.05, 1e-9);
+  EXPECT_NEAR(policy.relative_cost(4, 2), 1.1, 1e-9);
 }
 
 }  // namespace
