@@ -4,20 +4,9 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "engine/hash_mix.h"
 
 namespace flare::engine {
-namespace {
-
-std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
-}  // namespace
-
 HistoryDrafts::HistoryDrafts(HistoryDraftSettings settings) : settings_(settings) {
   if (settings_.min_ngram < 1 || settings_.max_ngram < settings_.min_ngram || settings_.draft_per_ngram < 1) {
     fail(ExitCode::failure, "internal: history draft n-grams {}..{} drafting {} per token", settings_.min_ngram,
@@ -31,8 +20,8 @@ std::int32_t HistoryDrafts::token_at(std::int32_t position) const {
 }
 
 std::uint64_t HistoryDrafts::key(std::int32_t end, std::int32_t n) const {
-  std::uint64_t h = mix(std::uint64_t(n) * 0x9e3779b97f4a7c15ull);
-  for (std::int32_t p = end - n + 1; p <= end; ++p) h = mix(h ^ std::uint64_t(std::uint32_t(token_at(p))));
+  std::uint64_t h = hash_mix64(std::uint64_t(n) * 0x9e3779b97f4a7c15ull);
+  for (std::int32_t p = end - n + 1; p <= end; ++p) h = hash_mix64(h ^ std::uint64_t(std::uint32_t(token_at(p))));
   return h;
 }
 

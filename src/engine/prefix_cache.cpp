@@ -5,20 +5,9 @@
 #include <limits>
 
 #include "common/error.h"
+#include "engine/hash_mix.h"
 
 namespace flare::engine {
-namespace {
-
-std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
-}  // namespace
-
 std::vector<std::uint64_t> prefix_block_hashes(std::span<const std::int32_t> tokens, std::int32_t block_tokens) {
   std::vector<std::uint64_t> hashes;
   if (block_tokens < 1) return hashes;
@@ -26,11 +15,11 @@ std::vector<std::uint64_t> prefix_block_hashes(std::span<const std::int32_t> tok
   hashes.reserve(n_blocks);
   std::uint64_t chain = 0x6a09e667f3bcc908ull;
   for (std::size_t b = 0; b < n_blocks; ++b) {
-    std::uint64_t h = mix64(chain + b);  // FNV-1a over the block's tokens, seeded by the chain
+    std::uint64_t h = hash_mix64(chain + b);  // FNV-1a over the block's tokens, seeded by the chain
     for (std::size_t i = 0; i < std::size_t(block_tokens); ++i) {
       h = (h ^ std::uint32_t(tokens[b * std::size_t(block_tokens) + i])) * 0x100000001b3ull;
     }
-    chain = mix64(h);
+    chain = hash_mix64(h);
     hashes.push_back(chain);
   }
   return hashes;

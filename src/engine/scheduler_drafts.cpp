@@ -104,21 +104,18 @@ void Scheduler::apply_verify_row(Request& r, Choice& c, std::span<const helios::
   counters_.n_draft_tokens += k;
   // The pending token's KV is computed; each accepted draft's KV then is the KV of a known token.
   c.n_computed += 1;
+  std::int32_t n_accepted = 0;
   if (options_.learned_drafts) c.n_draft_computed = c.draft_end;  // clamped to n_computed by apply()
   for (std::int32_t j = 0; j <= k; ++j) {
     const bool accepted = j < k && sampled[std::size_t(j)].token == c.drafts[std::size_t(j)];
     if (accepted) {
       ++c.n_computed;
-      ++counters_.n_accepted_draft_tokens;
+      ++n_accepted;
     }
     record_token(r, c, sampled[std::size_t(j)]);
     if (!accepted || !c.active()) break;
   }
-  std::int32_t n_accepted = 0;
-  while (n_accepted < k && n_accepted + 1 < std::int32_t(sampled.size()) &&
-         sampled[std::size_t(n_accepted)].token == c.drafts[std::size_t(n_accepted)]) {
-    ++n_accepted;
-  }
+  counters_.n_accepted_draft_tokens += n_accepted;
   c.acceptance.record(k, n_accepted);
   c.drafts.clear();
   c.drafts_learned = false;
