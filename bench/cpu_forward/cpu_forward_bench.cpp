@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   const auto& spec = model->spec();
   const double weight_bytes = double(spec.n_parameters() - std::int64_t(spec.tie_word_embeddings ? 0 : 0)) * 2.0;
   const int page_size = 16, n_pages = (n_prefill + n_decode) / page_size + 2;
-  auto cache = backend.allocate_kv_cache(model->kv_cache_layout(n_pages, page_size));
+  auto cache = flare::helios::history_allocate(backend, model->kv_cache_layout(n_pages, page_size));
   flare::helios::PagePool pool(n_pages);
 
   std::vector<std::int32_t> prompt(static_cast<std::size_t>(n_prefill));

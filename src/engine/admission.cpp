@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/sizes.h"
+#include "helios/history.h"
 
 namespace flare::engine {
 namespace {
@@ -23,7 +24,13 @@ std::int64_t admission_worst_case_pages(const EngineOptions& options, const Gene
   const std::int64_t n_total = std::min<std::int64_t>(n_prompt + std::max(request.max_tokens, 1), options.context_limit);
   const std::int64_t n_shared = n_prompt / page;
   const std::int64_t n_private = ceil_div(std::max(n_total, n_prompt), page) - n_shared;
-  return n_shared + std::int64_t(std::max(request.n, 1)) * n_private;
+  const std::int64_t n_worst = n_shared + std::int64_t(std::max(request.n, 1)) * n_private;
+  // A group 0 of sliding-window layers holds about a window of pages per choice at most.
+  const std::int32_t window = options.history_groups().front().window_tokens;
+  if (window <= 0) return n_worst;
+  const std::int64_t n_window =
+      helios::history_window_pages(window, options.step_token_budget(), options.page_size_tokens);
+  return std::min(n_worst, std::int64_t(std::max(request.n, 1)) * n_window);
 }
 
 std::optional<AdmissionError> admission_check(const EngineOptions& options, const GenerationRequest& request,

@@ -31,10 +31,15 @@ LocalEngine::LocalEngine(const EngineOptions& options, std::unique_ptr<StepRunne
   if (options_.learned_drafts && !runner_->has_draft_model()) {
     fail(ExitCode::failure, "internal: learned drafts enabled for a step runner without a draft model");
   }
-  const std::int32_t n_backed = std::min(options.n_pages, runner_->kv_backed_pages());
-  if (n_backed < options.n_pages) {
-    // Pages get memory as the pool needs them; schedule() asks, on the engine thread.
-    scheduler_.set_kv_backing(n_backed, [runner = runner_.get()](std::int32_t n) { return runner->kv_grow(n); });
+  const auto groups = options.history_groups();
+  for (std::int32_t g = 0; g < std::int32_t(groups.size()); ++g) {
+    const std::int32_t n_pages = groups[std::size_t(g)].n_pages;
+    const std::int32_t n_backed = std::min(n_pages, runner_->group_backed_pages(g));
+    if (n_backed < n_pages) {
+      // Pages get memory as the pool needs them; schedule() asks, on the engine thread.
+      scheduler_.set_kv_backing(g, n_backed,
+                                [runner = runner_.get(), g](std::int32_t n) { return runner->group_grow(g, n); });
+    }
   }
   publish_stats();
   thread_ = std::thread([this] { loop(); });

@@ -40,6 +40,13 @@ class StepRunner {
   // the device has no more memory. The defaults: every page backed from the start.
   virtual std::int32_t kv_backed_pages() const { return std::numeric_limits<std::int32_t>::max(); }
   virtual std::int32_t kv_grow(std::int32_t n_pages_wanted) { return n_pages_wanted; }
+  // The same for each history group's pool (EngineOptions::kv_groups); group 0 is the above.
+  virtual std::int32_t group_backed_pages(std::int32_t group) const {
+    return group == 0 ? kv_backed_pages() : std::numeric_limits<std::int32_t>::max();
+  }
+  virtual std::int32_t group_grow(std::int32_t group, std::int32_t n_pages_wanted) {
+    return group == 0 ? kv_grow(n_pages_wanted) : n_pages_wanted;
+  }
   // Runs `copies` (copy-on-write of shared KV pages) and then the step, whose logits are those of
   // the rows' requested positions, [step.n_logit_rows(), vocab_size] f32. Of these, samples
   // plan.sampled_rows with plan.requests into out.sampled (the semantics of helios::sample_token,

@@ -24,6 +24,15 @@ void engine_options_validate(const EngineOptions& options) {
   }
   if (options.page_size_tokens < 1) fail_usage("KV page size must be >= 1 token, got {}", options.page_size_tokens);
   if (options.n_pages < 1) fail_usage("the KV cache needs at least one page, got {}", options.n_pages);
+  if (!options.kv_groups.empty() && options.kv_groups.front().n_pages != options.n_pages) {
+    fail_usage("history group 0 has {} pages, n_pages says {}", options.kv_groups.front().n_pages, options.n_pages);
+  }
+  for (const auto& group : options.kv_groups) {
+    if (group.n_pages < 1 || group.window_tokens < 0) {
+      fail_usage("a history group needs at least one page and a window >= 0, got {} pages, window {}", group.n_pages,
+                 group.window_tokens);
+    }
+  }
   if (options.context_limit < 2) fail_usage("context limit must be >= 2 tokens, got {}", options.context_limit);
   if (options.max_waiting < 0) fail_usage("request queue size must be >= 0, got {}", options.max_waiting);
   if (options.prefix_checkpoints_per_slot < 0) {

@@ -29,6 +29,13 @@ struct EngineOptions {
   std::int32_t prefill_chunk_tokens = 2048;  // most tokens one row computes in a step
   std::int32_t page_size_tokens = 16;
   std::int32_t n_pages = 4096;               // KV pages shared by requests and prefix checkpoints
+  // A model of several history groups (helios/history.h): each group's pages and window, group 0
+  // first (its n_pages is n_pages). Empty: one group of n_pages pages that keeps every position.
+  struct KvGroup {
+    std::int32_t n_pages = 0;
+    std::int32_t window_tokens = 0;  // > 0: its sequences give back pages behind the window
+  };
+  std::vector<KvGroup> kv_groups;
   std::int32_t context_limit = 8192;         // prompt + generated tokens per choice
   std::int32_t max_waiting = 1024;           // queued requests; beyond: rejected, retry later
   std::int32_t prefix_checkpoints_per_slot = 8;  // prefix-cache checkpoints per concurrency slot
@@ -66,6 +73,10 @@ struct EngineOptions {
     return prefill_chunk_tokens > per_slot ? prefill_chunk_tokens : per_slot;
   }
   bool speculates() const { return max_draft_tokens > 0 && (history_drafts || learned_drafts); }
+  // kv_groups, or the one group n_pages describes.
+  std::vector<KvGroup> history_groups() const {
+    return kv_groups.empty() ? std::vector<KvGroup>{KvGroup{n_pages, 0}} : kv_groups;
+  }
 };
 
 // Throws flare::Error (usage) naming the first setting out of range.

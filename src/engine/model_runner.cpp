@@ -19,29 +19,70 @@ std::unique_ptr<ModelStepRunner> ModelStepRunner::load(std::unique_ptr<helios::B
 
 ModelStepRunner::ModelStepRunner(std::unique_ptr<helios::Backend> backend, std::unique_ptr<model::Model> model,
                                  const EngineOptions& options, helios::DType kv_dtype)
-    : backend_(std::move(backend)), model_(std::move(model)), options_(options), scratch_page_(options.n_pages) {
+    : backend_(std::move(backend)), model_(std::move(model)), options_(options) {
   if (!backend_ || !model_) fail(ExitCode::failure, "internal: model runner without a backend or a model");
-  cache_ = backend_->reserve_kv_cache(model_->kv_cache_layout(options.n_pages + 1, options.page_size_tokens, kv_dtype),
-                                     options.n_pages);
-  if (backend_->kv_grow(cache_, 1) < 1) {
-    fail(ExitCode::capacity, "the device has no memory for the first KV pages ({} tokens each)", options.page_size_tokens);
+  // Without kv_groups the scheduler keeps one pool and every history group of the model follows its
+  // page ids (no window gives pages back): each cache gets n_pages pages, copies and growth.
+  const std::size_t n_model_groups = model_->history_groups().size();
+  const auto groups = options.kv_groups.empty()
+                          ? std::vector<EngineOptions::KvGroup>(n_model_groups, EngineOptions::KvGroup{options.n_pages, 0})
+                          : options.kv_groups;
+  shared_page_ids_ = options.kv_groups.empty();
+  if (groups.size() != n_model_groups) {
+    fail(ExitCode::failure, "internal: engine options for {} history groups, the model keeps {}", groups.size(),
+         n_model_groups);
+  }
+  std::vector<std::int32_t> n_pages;
+  for (const auto& group : groups) {
+    n_pages.push_back(group.n_pages + 1);
+    scratch_pages_.push_back(group.n_pages);
+  }
+  const helios::HistoryLayout layout = model_->kv_cache_layout(n_pages, options.page_size_tokens, kv_dtype);
+  cache_.layers = layout.layers;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    cache_.groups.push_back(backend_->reserve_kv_cache(layout.groups[g], groups[g].n_pages));
+    cache_.groups.back().group = std::int32_t(g);
+    if (backend_->kv_grow(cache_.groups.back(), 1) < 1) {
+      fail(ExitCode::capacity, "the device has no memory for the first KV pages ({} tokens each)",
+           options.page_size_tokens);
+    }
   }
 }
 
-std::int32_t ModelStepRunner::kv_grow(std::int32_t n_pages_wanted) {
+std::vector<helios::KvCache*> ModelStepRunner::caches_of_group(std::int32_t group) {
+  std::vector<helios::KvCache*> out;
+  for (helios::KvCache& cache : cache_.groups) {
+    if (cache.group == group || shared_page_ids_) out.push_back(&cache);
+  }
+  if (group == 0) {
+    for (helios::KvCache& cache : draft_cache_.groups) out.push_back(&cache);
+  }
+  return out;
+}
+
+std::int32_t ModelStepRunner::group_backed_pages(std::int32_t group) const {
+  std::int32_t n = cache_.groups.at(std::size_t(group)).backed_pages;
+  for (helios::KvCache* cache : const_cast<ModelStepRunner*>(this)->caches_of_group(group)) {
+    n = std::min(n, cache->backed_pages);
+  }
+  return n;
+}
+
+std::int32_t ModelStepRunner::group_grow(std::int32_t group, std::int32_t n_pages_wanted) {
   try {
-    const std::int32_t n = backend_->kv_grow(cache_, n_pages_wanted);
-    return draft_ ? std::min(n, backend_->kv_grow(draft_cache_, n)) : n;
+    std::int32_t n = backend_->kv_grow(cache_.groups.at(std::size_t(group)), n_pages_wanted);
+    for (helios::KvCache* cache : caches_of_group(group)) n = std::min(n, backend_->kv_grow(*cache, n));
+    return n;
   } catch (const std::exception&) {
-    return kv_backed_pages();  // the pool stays as it is; a broken device shows in the next step
+    return group_backed_pages(group);  // the pool stays as it is; a broken device shows in the next step
   }
 }
 
 ModelStepRunner::~ModelStepRunner() {
   draft_.reset();
   model_.reset();  // before the backend they live on
-  draft_cache_.storage.reset();
-  cache_.storage.reset();
+  draft_cache_.groups.clear();
+  cache_.groups.clear();
 }
 
 void ModelStepRunner::attach_draft(std::unique_ptr<model::Model> draft) {
@@ -50,10 +91,17 @@ void ModelStepRunner::attach_draft(std::unique_ptr<model::Model> draft) {
     fail_input("the draft model's vocabulary has {} tokens, the target's {}: a draft must share the target's tokenizer",
                draft->spec().vocab_size, model_->spec().vocab_size);
   }
-  draft_cache_ = backend_->reserve_kv_cache(
-      draft->kv_cache_layout(options_.n_pages + 1, options_.page_size_tokens, cache_.layout.dtype), options_.n_pages);
-  if (backend_->kv_grow(draft_cache_, cache_.backed_pages) < std::min(cache_.backed_pages, 1)) {
-    fail(ExitCode::capacity, "the device has no memory for the draft model's first KV pages");
+  // The draft follows group 0's page ids (kept whole while it runs) in every group of its own.
+  const helios::KvCache& target = cache_.groups.front();
+  const helios::HistoryLayout layout =
+      draft->kv_cache_layout(options_.n_pages + 1, options_.page_size_tokens, target.layout.dtype);
+  draft_cache_.layers = layout.layers;
+  for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+    draft_cache_.groups.push_back(backend_->reserve_kv_cache(layout.groups[g], options_.n_pages));
+    draft_cache_.groups.back().group = std::int32_t(g);
+    if (backend_->kv_grow(draft_cache_.groups.back(), target.backed_pages) < std::min(target.backed_pages, 1)) {
+      fail(ExitCode::capacity, "the device has no memory for the draft model's first KV pages");
+    }
   }
   draft_ = std::move(draft);
   greedy_.temperature = 0.0f;
@@ -62,7 +110,13 @@ void ModelStepRunner::attach_draft(std::unique_ptr<model::Model> draft) {
 void ModelStepRunner::propose_drafts(const DraftPlan& plan, std::span<const helios::PageCopy> copies,
                                      std::vector<std::vector<std::int32_t>>& out) {
   if (!draft_) StepRunner::propose_drafts(plan, copies, out);
-  if (!copies.empty()) backend_->kv_copy_pages(draft_cache_, copies);
+  if (!copies.empty()) {  // group 0's copies, in every group of the draft's
+    std::vector<helios::PageCopy> group0;
+    for (const helios::PageCopy& copy : copies) {
+      if (copy.group == 0) group0.push_back(copy);
+    }
+    for (helios::KvCache& cache : draft_cache_.groups) backend_->kv_copy_pages(cache, group0);
+  }
   draft_proposal_run(plan, [&](const helios::Step& step) {
     const helios::Tensor logits = draft_->forward_logits(step, draft_cache_);
     std::vector<std::int32_t> tokens;
@@ -99,17 +153,19 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
   // record its address. The prefill chunk (a prompt's full chunks while no other row runs; with
   // and without the last token's logits) before the decode buckets.
   const std::int32_t chunk = std::min(options_.prefill_chunk_tokens, max_tokens);
-  const helios::DType kv_dtype = cache_.layout.dtype;
+  const helios::DType kv_dtype = cache_.groups.front().layout.dtype;
   for (const helios::StepShape& shape : helios::serving_step_shapes(sorted, chunk, std::span(&kv_dtype, 1))) {
     if (!shape.is_decode()) {
-      model_->capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, cache_, scratch_page_);
-    } else if (model_->capture_decode_graph(shape.n_rows, cache_, scratch_page_)) {
+      model_->capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, cache_, scratch_pages_);
+    } else if (model_->capture_decode_graph(shape.n_rows, cache_, scratch_pages_)) {
       graph_buckets_.insert(graph_buckets_.begin(), shape.n_rows);
     }
   }
   // The draft's one-token forwards (draft_proposal_run) are decode steps of its own: the same buckets.
   if (draft_) {
-    for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) draft_->capture_decode_graph(*it, draft_cache_, scratch_page_);
+    for (auto it = sorted.rbegin(); it != sorted.rend(); ++it) {
+      draft_->capture_decode_graph(*it, draft_cache_, {scratch_pages_.front()});
+    }
   }
   backend_->synchronize();  // a failing warm-up or capture shows here, at load, not at the first step
   return std::int32_t(graph_buckets_.size());
@@ -118,7 +174,7 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
 void ModelStepRunner::run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
                           StepResults& out) {
   sampling_plan_validate(plan, step.n_logit_rows());
-  if (!copies.empty()) backend_->kv_copy_pages(cache_, copies);
+  helios::history_copy_pages(*backend_, cache_, copies, shared_page_ids_);
   // The executor pads a decode step up to the smallest captured bucket; the logits of its real rows
   // come first.
   const helios::Tensor logits = model_->forward_logits(step, cache_);

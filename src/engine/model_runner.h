@@ -19,9 +19,10 @@ namespace flare::engine {
 
 class ModelStepRunner final : public StepRunner {
  public:
-  // Loads `checkpoint_dir` onto `backend` and reserves KV storage for options.n_pages pages of
-  // options.page_size_tokens tokens in `kv_dtype`, plus one scratch page past them that the
-  // scheduler never hands out: the dummy rows that pad decode steps to a graph bucket write there.
+  // Loads `checkpoint_dir` onto `backend` and reserves KV storage for each history group's pages
+  // (options.history_groups()) of options.page_size_tokens tokens in `kv_dtype`, plus one scratch
+  // page past them in each group that the scheduler never hands out: the dummy rows that pad
+  // decode steps to a graph bucket write there, and released sliding-window blocks name it.
   // Memory backs the scratch page and a first chunk of pages now, the rest as the pool grows
   // (kv_grow); a capacity error (flare::Error) when the device cannot back even those.
   static std::unique_ptr<ModelStepRunner> load(std::unique_ptr<helios::Backend> backend,
@@ -33,12 +34,12 @@ class ModelStepRunner final : public StepRunner {
 
   std::int32_t vocab_size() const override { return model_->spec().vocab_size; }
   void bind_thread() override { backend_->bind_thread(); }
-  std::int32_t kv_backed_pages() const override {
-    return draft_ ? std::min(cache_.backed_pages, draft_cache_.backed_pages) : cache_.backed_pages;
-  }
+  std::int32_t kv_backed_pages() const override { return group_backed_pages(0); }
+  std::int32_t group_backed_pages(std::int32_t group) const override;
   // Never throws: a device failure while growing is answered as no more memory.
-  std::int32_t kv_grow(std::int32_t n_pages_wanted) override;
-  const helios::KvCache& kv_cache() const { return cache_; }
+  std::int32_t kv_grow(std::int32_t n_pages_wanted) override { return group_grow(0, n_pages_wanted); }
+  std::int32_t group_grow(std::int32_t group, std::int32_t n_pages_wanted) override;
+  const helios::HistoryCaches& kv_cache() const { return cache_; }
   // Samples the plan's rows on the backend (CudaBackend: on the device), one call per run of
   // consecutive rows, and downloads only its host rows.
   void run(const helios::Step& step, std::span<const helios::PageCopy> copies, const SamplingPlan& plan,
@@ -69,12 +70,15 @@ class ModelStepRunner final : public StepRunner {
  private:
   std::unique_ptr<helios::Backend> backend_;
   std::unique_ptr<model::Model> model_;  // refers to *backend_
-  helios::KvCache cache_;
+  helios::HistoryCaches cache_;
   EngineOptions options_;
-  std::int32_t scratch_page_ = 0;             // = options.n_pages, the KV cache's extra page
+  std::vector<std::int32_t> scratch_pages_;   // each group's extra page (= its pool's n_pages)
+  bool shared_page_ids_ = false;              // one scheduler pool: every group follows group 0's ids
+  // The caches whose pages group `group`'s pool hands out (the draft's follow group 0).
+  std::vector<helios::KvCache*> caches_of_group(std::int32_t group);
   std::vector<std::int32_t> graph_buckets_;   // rows of the captured decode graphs, ascending
   std::unique_ptr<model::Model> draft_;       // refers to *backend_; null without learned drafts
-  helios::KvCache draft_cache_;
+  helios::HistoryCaches draft_cache_;         // every group over group 0's page ids
   helios::SamplingParams greedy_;             // what draft forwards draw with
   std::vector<helios::SampleRequest> draft_requests_;
 };

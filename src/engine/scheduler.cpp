@@ -18,10 +18,19 @@ const EngineOptions& validated(const EngineOptions& options) {
   return options;
 }
 
+helios::HistoryPools history_pools(const EngineOptions& options) {
+  std::vector<helios::HistoryPools::Group> groups;
+  for (const auto& group : options.history_groups()) groups.push_back({group.n_pages, group.window_tokens});
+  helios::HistoryPools pools(groups);
+  // A draft model keeps its KV in group 0's pages and attends to all of them.
+  if (options.learned_drafts) pools.keep_full_history(0);
+  return pools;
+}
+
 }  // namespace
 
-Scheduler::Scheduler(const EngineOptions& options) : options_(validated(options)), pool_(options.n_pages) {
-  prefix_cache_ = std::make_unique<PrefixCache>(pool_, options.page_size_tokens,
+Scheduler::Scheduler(const EngineOptions& options) : options_(validated(options)), pools_(history_pools(options)) {
+  prefix_cache_ = std::make_unique<PrefixCache>(pools_, options.page_size_tokens,
                                                 options.max_concurrency * options.prefix_checkpoints_per_slot);
 }
 
@@ -31,8 +40,8 @@ Scheduler::~Scheduler() {
   prefix_cache_.reset();
 }
 
-void Scheduler::set_kv_backing(std::int32_t n_backed, helios::PagePool::GrowHook grow) {
-  pool_.set_backing(n_backed, std::move(grow));
+void Scheduler::set_kv_backing(std::int32_t group, std::int32_t n_backed, helios::PagePool::GrowHook grow) {
+  pools_.pool(group).set_backing(n_backed, std::move(grow));
 }
 
 void Scheduler::add(RequestHandle handle, GenerationRequest request, helios::SamplingParams sampling, double now_ms) {
@@ -45,7 +54,7 @@ void Scheduler::add(RequestHandle handle, GenerationRequest request, helios::Sam
   r->request = std::move(request);
   r->choices.reserve(std::size_t(n));
   for (std::int32_t i = 0; i < n; ++i) {
-    r->choices.emplace_back(pool_, options_.page_size_tokens, i);
+    r->choices.emplace_back(pools_, options_.page_size_tokens, i);
     if (r->request.constraint) r->choices.back().constraint = r->request.constraint->clone();
   }
   if (!by_handle_.emplace(handle, r.get()).second) fail(ExitCode::failure, "internal: request handle {} reused", handle);
@@ -128,7 +137,7 @@ void Scheduler::admit(Request& r) {
   if (r.all_forked) tokens.insert(tokens.end(), lead.generated.begin(), lead.generated.end());
   const bool may_reuse = !r.request.prompt_logprobs || r.prompt_logprobs_sent;
   lead.pages = may_reuse ? prefix_cache_->lookup(tokens, std::int32_t(tokens.size()) - 1)
-                         : helios::SequencePages(pool_, options_.page_size_tokens);
+                         : helios::HistoryPages(pools_, options_.page_size_tokens);
   lead.n_computed = lead.pages.n_tokens();
   lead.n_draft_computed = lead.n_computed;  // checkpoints hold draft KV too (n_checkpointable)
   lead.forked = true;
@@ -160,14 +169,17 @@ void Scheduler::preempt(Request& r) {
 bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vector<helios::PageCopy>& copies) {
   const std::int32_t page = options_.page_size_tokens;
   for (;;) {
-    if (c.pages.append(n_tokens, copies)) return true;
-    const std::int32_t have = c.pages.n_tokens();
-    const auto n_pages_now = std::int32_t(c.pages.pages().size());
-    const std::int32_t n_new = (have + n_tokens + page - 1) / page - n_pages_now + 1;  // +1: copy-on-write
-    if (prefix_cache_->evict_until_free(n_new)) continue;
+    const std::int32_t short_group = c.pages.append(n_tokens, copies);
+    if (short_group < 0) return true;
+    helios::PagePool& pool = pools_.pool(short_group);
+    const helios::SequencePages& pages = c.pages.group(short_group);
+    if (prefix_cache_->evict_until_free(pages.pages_to_append(n_tokens), short_group)) continue;
     // A prefill chunk shrinks to what the free pages hold before anyone is preempted.
-    const bool shared_tail = have % page != 0 && pool_.ref_count(c.pages.pages().back()) > 1;
-    std::int32_t n_fit = pool_.n_free() * page;
+    const std::int32_t have = pages.n_tokens();
+    const auto n_pages_now = std::int32_t(pages.pages().size());
+    const bool shared_tail = have % page != 0 && pages.pages().back() != helios::SequencePages::k_released &&
+                             pool.ref_count(pages.pages().back()) > 1;
+    std::int32_t n_fit = pool.n_free() * page;
     if (shared_tail) n_fit -= have % page;
     else n_fit += n_pages_now * page - have;
     if (n_fit >= 1 && n_fit < n_tokens) {
@@ -185,7 +197,7 @@ bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vec
     if (victim == nullptr) {
       // With nothing else holding pages, no later step frees any: all the pool could back is not
       // enough for this request (unless its own other choices are still making progress).
-      if (holds_pages_alone(r) && !pool_.can_grow()) r.unfit_stamp = schedule_stamp_;
+      if (holds_pages_alone(r) && !pool.can_grow()) r.unfit_stamp = schedule_stamp_;
       return false;
     }
     preempt(*victim);
@@ -204,17 +216,21 @@ void Scheduler::emit_row(StepPlan& plan, Request& r, Choice& c, std::int32_t n_t
   row.n_logits = n_drafts > 0 ? n_tokens : wants_prompt_logprobs ? n_tokens : samples ? 1 : 0;
   row.first_block = std::int32_t(plan.step.block_tables.size());
   row.n_blocks = std::int32_t(c.pages.pages().size());
+  c.pages.append_table(0, plan.step.block_tables);
+  for (std::int32_t g = 1; g < c.pages.n_groups(); ++g) {
+    c.pages.append_table(g, plan.step.group_block_tables[std::size_t(g - 1)]);
+  }
   const std::int32_t known = r.known(c);
   for (std::int32_t p = start; p < start + n_tokens; ++p) {
     plan.step.tokens.push_back(p < known ? r.token_at(c, p) : c.drafts[std::size_t(p - known)]);
   }
-  plan.step.block_tables.insert(plan.step.block_tables.end(), c.pages.pages().begin(), c.pages.pages().end());
   plan.step.rows.push_back(row);
   plan.rows.push_back(ScheduledRow{r.handle, c.index, n_tokens, row.n_logits, n_drafts});
 }
 
 StepPlan Scheduler::schedule(double now_ms) {
   StepPlan plan;
+  plan.step.group_block_tables.resize(std::size_t(pools_.n_groups() - 1));
   std::int32_t budget = options_.step_token_budget();
   std::int32_t verify_budget = options_.speculative_token_capacity;  // tokens of this step's verify rows
   ++schedule_stamp_;
@@ -226,7 +242,7 @@ StepPlan Scheduler::schedule(double now_ms) {
     if (budget == 0) break;
     if (cand.waiting) {
       if (admissions_blocked || n_active_choices() + r.n_active() > options_.max_concurrency) continue;
-      if (!pool_.can_grow() && admission_worst_case_pages(options_, r.request) > pool_.n_backed()) {
+      if (!pools_.pool(0).can_grow() && admission_worst_case_pages(options_, r.request) > pools_.pool(0).n_backed()) {
         r.unfit_stamp = schedule_stamp_;  // admission counted on pages the device could not back
         continue;
       }
@@ -238,6 +254,8 @@ StepPlan Scheduler::schedule(double now_ms) {
     std::int32_t n = std::min({r.target(c) - c.n_computed, budget, options_.prefill_chunk_tokens});
     if (n <= 0) continue;
     const bool decode = n == 1 && c.n_computed + 1 == r.known(c) && c.n_computed >= r.n_prompt();
+    // Sliding-window groups give back what no query from here on reads before asking for pages.
+    c.pages.release_behind(c.n_computed);
     if (!allocate(r, c, n, plan.page_copies)) {
       if (cand.waiting) {
         preempt(r);  // back to the queue, in arrival order; later arrivals wait behind it
@@ -293,14 +311,15 @@ void Scheduler::retire_unfit() {
   const std::int64_t page = options_.page_size_tokens;
   for (Request* r : unfit) {
     const std::int64_t n_needed = admission_worst_case_pages(options_, r->request);
-    const std::int64_t n_backed = pool_.n_backed();
+    const helios::PagePool& pool = pools_.pool(0);
+    const std::int64_t n_backed = pool.n_backed();
     AdmissionError error;
     error.needed = format_count(std::uint64_t(n_needed * page)) + " tokens of KV cache (" +
                    format_count(std::uint64_t(n_needed)) + " pages) for this request alone";
     error.available = format_count(std::uint64_t(n_backed * page)) + " tokens of KV cache (" +
                       format_count(std::uint64_t(n_backed)) + " pages)";
-    if (n_backed < pool_.n_pages()) {
-      error.available += " backed by device memory, of " + format_count(std::uint64_t(pool_.n_pages())) +
+    if (n_backed < pool.n_pages()) {
+      error.available += " backed by device memory, of " + format_count(std::uint64_t(pool.n_pages())) +
                          " reserved pages: the device had no memory for more";
     }
     error.options = options_.kv_capacity_options + ", a smaller max_tokens or n";

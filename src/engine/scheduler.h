@@ -33,6 +33,7 @@
 #include "engine/request.h"
 #include "engine/sampling_plan.h"
 #include "engine/verify_policy.h"
+#include "helios/history_pages.h"
 #include "helios/page_pool.h"
 #include "helios/sampling.h"
 #include "helios/step.h"
@@ -98,7 +99,9 @@ class Scheduler {
 
   // The KV pool starts with n_backed of its pages backed by memory and grows through `grow` (on
   // the engine thread, from schedule()). Call before the first request.
-  void set_kv_backing(std::int32_t n_backed, helios::PagePool::GrowHook grow);
+  void set_kv_backing(std::int32_t n_backed, helios::PagePool::GrowHook grow) { set_kv_backing(0, n_backed, std::move(grow)); }
+  // The same for history group `group`'s pool.
+  void set_kv_backing(std::int32_t group, std::int32_t n_backed, helios::PagePool::GrowHook grow);
 
   StepPlan schedule(double now_ms);
   // The requests schedule() retired because the KV pool cannot hold them even alone (the device had
@@ -127,7 +130,8 @@ class Scheduler {
   std::int64_t n_running() const { return std::int64_t(running_.size()); }
   std::int64_t n_waiting() const { return std::int64_t(waiting_.size()); }
   std::int32_t n_active_choices() const;
-  const helios::PagePool& pool() const { return pool_; }
+  const helios::PagePool& pool() const { return pools_.pool(0); }  // history group 0's
+  const helios::HistoryPools& pools() const { return pools_; }
   const PrefixCache& prefix_cache() const { return *prefix_cache_; }
   PrefixCache& prefix_cache() { return *prefix_cache_; }
   const SchedulerCounters& counters() const { return counters_; }
@@ -180,7 +184,7 @@ class Scheduler {
   void remove(Request& request);
 
   EngineOptions options_;
-  helios::PagePool pool_;
+  helios::HistoryPools pools_;
   std::unique_ptr<PrefixCache> prefix_cache_;
   std::list<std::unique_ptr<Request>> running_;  // in admission order
   std::list<std::unique_ptr<Request>> waiting_;  // in arrival order

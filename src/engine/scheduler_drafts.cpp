@@ -34,14 +34,18 @@ std::int32_t Scheduler::schedule_drafts(Request& r, Choice& c, std::int32_t room
   k = std::int32_t(c.drafts.size());
   if (k == 0) return 0;
   // Drafts take free pages only: a guess never evicts a checkpoint or preempts a request.
-  if (!c.pages.append(k, copies)) {
+  if (c.pages.append(k, copies) >= 0) {
+    // As many as every history group's free pages hold.
     const std::int32_t page = options_.page_size_tokens;
-    const std::int32_t last = c.pages.pages().empty() ? -1 : c.pages.pages().back();
-    const std::int32_t tail_room = last >= 0 && pool_.ref_count(last) == 1
-                                       ? std::int32_t(c.pages.pages().size()) * page - c.pages.n_tokens()
-                                       : 0;
-    k = std::min(k, pool_.n_free() * page + tail_room);
-    if (k <= 0 || !c.pages.append(k, copies)) k = 0;
+    for (std::int32_t g = 0; g < pools_.n_groups(); ++g) {
+      const helios::SequencePages& pages = c.pages.group(g);
+      const std::int32_t last = pages.pages().empty() ? -1 : pages.pages().back();
+      const std::int32_t tail_room = last >= 0 && pools_.pool(g).ref_count(last) == 1
+                                         ? std::int32_t(pages.pages().size()) * page - pages.n_tokens()
+                                         : 0;
+      k = std::min(k, pools_.pool(g).n_free() * page + tail_room);
+    }
+    if (k <= 0 || c.pages.append(k, copies) >= 0) k = 0;
     c.drafts.resize(std::size_t(k));
     if (k == 0) c.drafts_learned = false;
   }

@@ -15,13 +15,13 @@
 namespace flare::engine {
 
 struct Scheduler::Choice {
-  Choice(helios::PagePool& pool, std::int32_t page_size_tokens, std::int32_t index_)
-      : index(index_), pages(pool, page_size_tokens) {}
+  Choice(helios::HistoryPools& pools, std::int32_t page_size_tokens, std::int32_t index_)
+      : index(index_), pages(pools, page_size_tokens) {}
 
   std::int32_t index = 0;
   std::vector<TokenId> generated;
   std::vector<TokenOutput> new_tokens;  // sampled since the last outputs
-  helios::SequencePages pages;
+  helios::HistoryPages pages;
   std::int32_t n_computed = 0;
   bool forked = false;  // holds its own pages (the lead from admission, the others from the fork)
   FinishReason finish = FinishReason::none;
@@ -84,7 +84,7 @@ struct Scheduler::Request {
   }
   std::int32_t n_pages_held() const {
     std::int32_t n = 0;
-    for (const auto& c : choices) n += std::int32_t(c.pages.pages().size());
+    for (const auto& c : choices) n += c.pages.n_held();
     return n;
   }
   // Drafts a row of this choice may verify now: the next tokens it may still emit, less the one

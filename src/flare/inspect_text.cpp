@@ -139,11 +139,17 @@ void print_memory_map(const package::Package& package, const InspectView& view, 
   const auto& cost = m.memory_cost();
   Fields fields = {{"per cached token", bytes_text(cost.bytes_per_cached_token())},
                    {"per snapshot", bytes_text(cost.bytes_per_snapshot())},
-                   {"live state per request", bytes_text(cost.live_state_bytes_per_request())},
+                   {"live state per request", bytes_text(cost.live_state_bytes_per_request()) +
+                                                  (cost.live_state_bytes_per_request() > 0
+                                                       ? " (sliding-window layers: two windows of pages a request, "
+                                                         "given back as the window moves on)"
+                                                       : "")},
                    {"graphs and scratch", bytes_text(cost.graph_and_scratch_bytes())},
                    {"serving reserve", bytes_text(m.serving_reserve_bytes())},
-                   {"sizing", "KV pages = (free - fixed - reserve) / (page tokens x per cached token); physical "
-                              "backing is chosen at load time"}};
+                   {"sizing", std::string(cost.live_state_bytes_per_request() > 0
+                                              ? "KV pages = (free - fixed - reserve - concurrency x live state) / "
+                                              : "KV pages = (free - fixed - reserve) / ") +
+                                  "(page tokens x per cached token); physical backing is chosen at load time"}};
   for (const auto* d : selected_deployments(package, view)) {
     for (const auto& r : d->ranks()) {
       if (rank_selected(r, view)) fields.push_back({fmt::format("TP{} rank {} fixed", d->tensor_parallel(), r.rank()), bytes_text(r.fixed_bytes())});

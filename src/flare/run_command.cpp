@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "flare/gpu_runtime.h"
+#include "flare/kv_groups.h"
 #include "flare/kv_sizing.h"
 #include "flare/package_selection.h"
 #include "helios/cpu/cpu_backend.h"
@@ -245,12 +246,16 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   // Allocate caches.
   std::unique_ptr<engine::ModelStepRunner> runner;
   const std::int64_t context = static_cast<std::int64_t>(capacities.context_ceiling_tokens());
-  const std::uint64_t bytes_per_token = manifest.memory_cost().bytes_per_cached_token();
   engine::EngineOptions engine_options;
   KvSizing kv;
   {
     ProgressStage stage(terminal, stderr, "Allocate caches");
-    std::uint64_t fixed = manifest.memory_cost().graph_and_scratch_bytes();
+    // Sliding-window layers keep about a window of pages per request (kv_groups.h): their pools
+    // are set aside first and the context-long pages are sized from what is left.
+    const WindowPools windows = window_pools(*loaded, concurrency, capacities.prefill_chunk_tokens(), page_tokens);
+    const std::uint64_t bytes_per_token =
+        windows.full_bytes_per_token + manifest.speculation().draft_bytes_per_cached_token();
+    std::uint64_t fixed = manifest.memory_cost().graph_and_scratch_bytes() + windows.bytes;
     for (const auto& view : manifest.tensors()) fixed += view.length_bytes();
     KvMemory memory = host_kv_memory(kHostHeadroomBytes);
     // The device sampler's scratch for the largest batch, before the free memory the pool is
@@ -264,6 +269,8 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
       // Scratch for the largest step is allocated on the first step; keep it out of the pages.
       memory.held += manifest.memory_cost().graph_and_scratch_bytes();
       memory.available -= std::min(memory.available, manifest.memory_cost().graph_and_scratch_bytes());
+      memory.held += windows.bytes;
+      memory.available -= std::min(memory.available, windows.bytes);
     }
     KvRequest request{options.memory_limit, options.kv_cache_limit, config.memory.reserve_bytes};
     kv = size_kv_cache(request, memory, fixed, bytes_per_token, context, concurrency, page_tokens);
@@ -271,6 +278,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     engine_options.prefill_chunk_tokens = static_cast<std::int32_t>(capacities.prefill_chunk_tokens());
     engine_options.page_size_tokens = static_cast<std::int32_t>(page_tokens);
     engine_options.n_pages = static_cast<std::int32_t>(std::min<std::int64_t>(kv.n_pages, 1 << 30));
+    engine_options.kv_groups = kv_groups(windows, engine_options.n_pages);
     engine_options.context_limit = static_cast<std::int32_t>(context);
     engine_options.scheduler_policy = policy;
     if (options.scheduler_terminal_value) engine_options.terminal_value = *options.scheduler_terminal_value;
@@ -288,11 +296,13 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
            "--kv-cache-limit context, or a reserve (--memory-limit -8G)", format_count(static_cast<std::uint64_t>(kv.tokens)),
            gpu->device_label(), e.what());
     }
-    const helios::KvCache& cache = runner->kv_cache();
-    stage.ok(fmt::format("{} KV tokens reserved in {} pages ({}), {} backed",
+    const helios::HistoryCaches& cache = runner->kv_cache();
+    std::size_t backed = 0;
+    for (const helios::KvCache& group : cache.groups) backed += helios::kv_backed_bytes(group);
+    stage.ok(fmt::format("{} KV tokens reserved in {} pages ({}), {} backed{}",
                          format_count(static_cast<std::uint64_t>(kv.tokens)),
-                         format_count(static_cast<std::uint64_t>(kv.n_pages)), format_bytes(cache.layout.size_bytes()),
-                         format_bytes(helios::kv_backed_bytes(cache))));
+                         format_count(static_cast<std::uint64_t>(kv.n_pages)), format_bytes(cache.size_bytes()),
+                         format_bytes(backed), window_pools_text(windows)));
   }
 
   // Frontend assets.

@@ -97,6 +97,8 @@ struct KvCache {
   std::int32_t n_growable_pages = 0;   // pages [0, n) get memory on demand
   std::int32_t backed_pages = 0;       // of those, [0, backed_pages) have it
   std::size_t granule_bytes = 0;       // the unit memory is committed in; 0: one allocation, all backed
+  std::int32_t group = 0;              // the history group it stores: which of a step's block tables
+                                       // (Step::table) holds its page ids
 };
 
 class KvGranules;        // kv_backing.h
@@ -105,6 +107,7 @@ struct KvBackingState;
 struct PageCopy {
   std::int32_t src_page = 0;
   std::int32_t dst_page = 0;
+  std::int32_t group = 0;  // the history group whose pages these are (KvCache::group)
 };
 
 // Rotary embedding of one step: inverse frequencies per row (dynamic scaling changes them with
@@ -216,12 +219,18 @@ class Backend {
   // until the cache is destroyed.
   std::int32_t kv_grow(KvCache& cache, std::int32_t n_pages_wanted);
 
-  // Uploads the step descriptor (validated against `cache`); the operations below read it.
-  virtual void begin_step(const Step& step, const KvCache& cache) = 0;
+  // Uploads the step descriptor (validated against the caches of every history group, indexed by
+  // KvCache::group); the operations below read it, each cache through its group's block tables.
+  virtual void begin_step(const Step& step, std::span<const KvCache* const> caches) = 0;
+  void begin_step(const Step& step, const KvCache& cache) {
+    const KvCache* one = &cache;
+    begin_step(step, std::span<const KvCache* const>(&one, 1));
+  }
   // Sizes the step descriptor's device arrays for steps of up to these counts (max_blocks: the sum
-  // of the rows' n_blocks), so that their addresses stay fixed, as captured graphs need. A larger
-  // step grows them, which changes graph_generation().
-  virtual void reserve_step(std::int32_t /*max_tokens*/, std::int32_t /*max_rows*/, std::int32_t /*max_blocks*/) {}
+  // of the rows' n_blocks, in each of n_groups history groups), so that their addresses stay
+  // fixed, as captured graphs need. A larger step grows them, which changes graph_generation().
+  virtual void reserve_step(std::int32_t /*max_tokens*/, std::int32_t /*max_rows*/, std::int32_t /*max_blocks*/,
+                            std::int32_t /*n_groups*/ = 1) {}
   // Copies a per-step input other than the descriptor (a per-row rope table) into `dst`, after
   // begin_step and before the step's operations, the way begin_step uploads the descriptor: a
   // replayed graph reads it from `dst`. `src` may be reused as soon as this returns.

@@ -91,9 +91,10 @@ SequencePages::SequencePages(PagePool& pool, std::int32_t page_size_tokens)
 
 SequencePages::SequencePages(SequencePages&& other) noexcept
     : pool_(other.pool_), page_size_(other.page_size_), n_tokens_(other.n_tokens_),
-      pages_(std::move(other.pages_)) {
+      pages_(std::move(other.pages_)), n_released_(other.n_released_) {
   other.n_tokens_ = 0;
   other.pages_.clear();
+  other.n_released_ = 0;
 }
 
 SequencePages& SequencePages::operator=(SequencePages&& other) noexcept {
@@ -103,9 +104,18 @@ SequencePages& SequencePages::operator=(SequencePages&& other) noexcept {
     page_size_ = other.page_size_;
     n_tokens_ = std::exchange(other.n_tokens_, 0);
     pages_ = std::move(other.pages_);
+    n_released_ = std::exchange(other.n_released_, 0);
     other.pages_.clear();
   }
   return *this;
+}
+
+std::int32_t SequencePages::pages_to_append(std::int32_t n) const {
+  if (n <= 0) return 0;
+  const std::int64_t n_pages_after = (std::int64_t(n_tokens_) + n + page_size_ - 1) / page_size_;
+  const bool partial_shared = n_tokens_ % page_size_ != 0 && pages_.back() != k_released &&
+                              pool_->ref_count(pages_.back()) > 1;
+  return std::int32_t(n_pages_after - std::int64_t(pages_.size())) + (partial_shared ? 1 : 0);
 }
 
 bool SequencePages::append(std::int32_t n, std::vector<PageCopy>& copies) {
@@ -114,7 +124,8 @@ bool SequencePages::append(std::int32_t n, std::vector<PageCopy>& copies) {
   const std::int64_t n_after = std::int64_t(n_tokens_) + n;
   const std::int64_t n_pages_after = (n_after + page_size_ - 1) / page_size_;
   const std::int64_t n_new = n_pages_after - std::int64_t(pages_.size());
-  const bool partial_shared = n_tokens_ % page_size_ != 0 && pool_->ref_count(pages_.back()) > 1;
+  const bool partial_shared = n_tokens_ % page_size_ != 0 && pages_.back() != k_released &&
+                              pool_->ref_count(pages_.back()) > 1;
   if (!pool_->make_free(std::int32_t(n_new) + (partial_shared ? 1 : 0))) return false;
   if (partial_shared) {  // copy-on-write: this sequence writes into its last page
     const std::int32_t copy = pool_->allocate();
@@ -131,24 +142,47 @@ void SequencePages::truncate(std::int32_t n_tokens) {
   if (n_tokens < 0 || n_tokens > n_tokens_) fail(ExitCode::failure, "internal: truncate to {}", n_tokens);
   const std::size_t n_pages = std::size_t((n_tokens + page_size_ - 1) / page_size_);
   while (pages_.size() > n_pages) {
-    pool_->release(pages_.back());
+    if (pages_.back() == k_released) {
+      --n_released_;
+    } else {
+      pool_->release(pages_.back());
+    }
     pages_.pop_back();
   }
   n_tokens_ = n_tokens;
 }
 
+void SequencePages::release_before(std::int32_t position) {
+  const auto n_before = std::size_t(std::clamp(position, 0, n_tokens_) / page_size_);
+  for (std::size_t i = std::size_t(n_released_); i < std::min(n_before, pages_.size()); ++i) {
+    pool_->release(pages_[i]);
+    pages_[i] = k_released;
+    ++n_released_;
+  }
+}
+
+bool SequencePages::holds_from(std::int32_t position) const {
+  return std::max(position, 0) / page_size_ >= n_released_;
+}
+
 SequencePages SequencePages::fork() const {
   SequencePages out(*pool_, page_size_);
-  for (std::int32_t page : pages_) pool_->retain(page);
+  for (std::int32_t page : pages_) {
+    if (page != k_released) pool_->retain(page);
+  }
   out.pages_ = pages_;
   out.n_tokens_ = n_tokens_;
+  out.n_released_ = n_released_;
   return out;
 }
 
 void SequencePages::free() {
-  for (std::int32_t page : pages_) pool_->release(page);
+  for (std::int32_t page : pages_) {
+    if (page != k_released) pool_->release(page);
+  }
   pages_.clear();
   n_tokens_ = 0;
+  n_released_ = 0;
 }
 
 }  // namespace flare::helios

@@ -67,6 +67,9 @@ class PagePool {
 
 class SequencePages {
  public:
+  // The block table entry of a page given back (release_before): no query reads it any more.
+  static constexpr std::int32_t k_released = -1;
+
   SequencePages(PagePool& pool, std::int32_t page_size_tokens);
   ~SequencePages() { free(); }
   SequencePages(SequencePages&& other) noexcept;
@@ -75,7 +78,13 @@ class SequencePages {
   SequencePages& operator=(const SequencePages&) = delete;
 
   std::int32_t n_tokens() const { return n_tokens_; }
+  // Page ids by position / page size; k_released where release_before gave a page back.
   const std::vector<std::int32_t>& pages() const { return pages_; }
+  std::int32_t n_held() const { return std::int32_t(pages_.size()) - n_released_; }
+  PagePool& pool() const { return *pool_; }
+  std::int32_t page_size_tokens() const { return page_size_; }
+  // Pages append(n) would take from the pool (a copy of a shared partial last page included).
+  std::int32_t pages_to_append(std::int32_t n) const;
 
   // Makes room for n more tokens. False, with nothing changed, when the pool lacks free pages.
   // Copy-on-write of a shared, partly filled last page is appended to `copies`.
@@ -86,12 +95,18 @@ class SequencePages {
   SequencePages fork() const;
   // Releases every page; the sequence is empty afterwards.
   void free();
+  // Gives back every page wholly before `position` (a sliding window no longer reaches them); their
+  // entries become k_released. The tokens stay counted.
+  void release_before(std::int32_t position);
+  // Whether the pages of positions [position, n_tokens()) are all held.
+  bool holds_from(std::int32_t position) const;
 
  private:
   PagePool* pool_;
   std::int32_t page_size_;
   std::int32_t n_tokens_ = 0;
   std::vector<std::int32_t> pages_;
+  std::int32_t n_released_ = 0;  // leading entries that are k_released
 };
 
 }  // namespace flare::helios

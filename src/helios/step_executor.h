@@ -22,6 +22,7 @@
 
 #include "helios/activation_arena.h"
 #include "helios/backend.h"
+#include "helios/history.h"
 #include "helios/step_program.h"
 #include "helios/step_shape.h"
 
@@ -43,16 +44,17 @@ class StepExecutor {
   // Runs one step (prefill chunks and decode rows alike): replays the graph of the smallest
   // captured shape that holds it (padded with dummy rows), else enqueues it op by op. Returns its
   // logits [step.n_logit_rows(), vocab] F32, on the device, valid until the next step.
-  Tensor forward_logits(const Step& step, KvCache& cache);
+  Tensor forward_logits(const Step& step, HistoryCaches& caches);
   // The same, with the logits copied to the host.
-  std::vector<float> forward(const Step& step, KvCache& cache);
+  std::vector<float> forward(const Step& step, HistoryCaches& caches);
   // Copies rows [first_row, first_row + n_rows) of the last step's logits to `out`.
   void download_logits(std::int32_t first_row, std::int32_t n_rows, std::span<float> out);
 
   // Captures steps of `shape` as a graph (after one eager run of a dummy step on `scratch_page`,
   // a page of `cache` no sequence may own). False when the backend has no graphs; flare::Error
   // when the capture fails.
-  bool capture(const StepShape& shape, KvCache& cache, std::int32_t scratch_page);
+  // scratch_pages: each history group's scratch page (one: the same page id in every group).
+  bool capture(const StepShape& shape, HistoryCaches& caches, std::vector<std::int32_t> scratch_pages);
   void drop_graphs() { graphs_.clear(); }
   std::vector<StepShape> graph_shapes() const;
   std::size_t graph_nodes(const StepShape& shape) const;  // 0 when not captured
@@ -61,27 +63,31 @@ class StepExecutor {
  private:
   struct Captured {
     std::unique_ptr<StepGraph> graph;
-    const void* cache_storage = nullptr;   // the KV cache it reads and writes
-    std::int32_t scratch_page = 0;         // for a recapture
+    std::vector<const void*> cache_storage;  // the KV caches it reads and writes
+    std::vector<std::int32_t> scratch_pages;  // for padding and a recapture
     std::uint64_t arena_generation = 0;    // the activation buffers it uses
     std::uint64_t backend_generation = 0;  // the backend's own buffers (Backend::graph_generation)
     StepLaunch launch;
   };
 
   StepCounts counts_of(const Step& step) const;
-  StepLaunch upload(const Step& step, const KvCache& cache);
+  // Throws unless `caches` are one cache per history group, in order, that the program can use.
+  void check(const HistoryCaches& caches);
+  StepLaunch upload(const Step& step, const HistoryCaches& caches);
   // The captured entry that runs `step` (its shape, or a decode shape with more rows); nullptr
   // when none applies.
-  const std::pair<const StepShape, Captured>* graph_for(const Step& step, KvCache& cache);
+  const std::pair<const StepShape, Captured>* graph_for(const Step& step, HistoryCaches& caches);
   // `entry`, captured again first when a buffer it recorded has moved since.
   const std::pair<const StepShape, Captured>* refreshed(const std::pair<const StepShape, Captured>& entry,
-                                                        KvCache& cache);
+                                                        HistoryCaches& caches);
 
   Backend& backend_;
   StepProgram& program_;
   std::int32_t vocab_size_ = 0;
   ActivationArena arena_;
   std::int32_t capacity_blocks_ = 0;
+  std::int32_t n_groups_ = 1;
+  std::int32_t reserved_groups_ = 1;  // group tables the backend's step arrays were sized for  // history groups of the caches last seen (the step arrays hold a table each)
   std::map<StepShape, Captured> graphs_;
   std::int64_t n_graph_replays_ = 0;
 };

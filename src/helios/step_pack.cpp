@@ -7,7 +7,7 @@
 
 namespace flare::helios {
 
-StepPackLayout StepPackLayout::of(const Step& step) {
+StepPackLayout StepPackLayout::of(const Step& step, std::int32_t n_groups, std::size_t group_stride_blocks) {
   const std::size_t n_tokens = step.tokens.size(), n_rows = step.rows.size();
   StepPackLayout l;
   l.tokens = 0;
@@ -16,17 +16,19 @@ StepPackLayout StepPackLayout::of(const Step& step) {
   l.logit_tokens = 3 * n_tokens;
   l.row_first_block = l.logit_tokens + std::size_t(step.n_logit_rows());
   l.block_tables = l.row_first_block + n_rows;
-  l.size = l.block_tables + step.block_tables.size();
+  l.n_groups = std::max(n_groups, 1);
+  l.group_stride = std::max(group_stride_blocks, step.block_tables.size());
+  l.size = l.block_tables + std::size_t(l.n_groups - 1) * l.group_stride + step.block_tables.size();
   return l;
 }
 
-std::size_t StepPackLayout::capacity(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) {
+std::size_t StepPackLayout::capacity(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks,
+                                     std::int32_t n_groups) {
   return 4 * std::size_t(std::max(max_tokens, 0)) + std::size_t(std::max(max_rows, 0)) +
-         std::size_t(std::max(max_blocks, 0));
+         std::size_t(std::max(n_groups, 1)) * std::size_t(std::max(max_blocks, 0));
 }
 
-void step_pack(const Step& step, std::span<std::int32_t> out) {
-  const StepPackLayout l = StepPackLayout::of(step);
+void step_pack(const Step& step, const StepPackLayout& l, std::span<std::int32_t> out) {
   if (out.size() < l.size) fail(ExitCode::failure, "internal: packing a step of {} values into {}", l.size, out.size());
   std::copy(step.tokens.begin(), step.tokens.end(), out.begin());
   std::size_t t = 0, logit_row = 0;
@@ -39,7 +41,10 @@ void step_pack(const Step& step, std::span<std::int32_t> out) {
     }
     out[l.row_first_block + r] = row.first_block;
   }
-  std::copy(step.block_tables.begin(), step.block_tables.end(), out.begin() + std::ptrdiff_t(l.block_tables));
+  for (std::int32_t g = 0; g < l.n_groups; ++g) {
+    const std::vector<std::int32_t>& table = step.table(g);
+    std::copy(table.begin(), table.end(), out.begin() + std::ptrdiff_t(l.group_tables(g)));
+  }
 }
 
 }  // namespace flare::helios

@@ -10,6 +10,7 @@
 
 #include "helios/activation_arena.h"
 #include "helios/backend.h"
+#include "helios/history.h"
 #include "helios/step.h"
 
 namespace flare::helios {
@@ -34,14 +35,15 @@ class StepProgram {
   // Declares the program's activation buffers (called once, before any step); the program keeps
   // the slots it is given.
   virtual void plan_arena(ArenaPlan& plan) = 0;
-  // Throws flare::Error when `layout` is not a cache this program's layers can use.
-  virtual void check_cache(const KvCacheLayout& layout) const = 0;
+  // Throws flare::Error when `layout` is not a set of caches this program's layers can use.
+  virtual void check_cache(const HistoryLayout& layout) const = 0;
   // After Backend::begin_step: uploads the step's other inputs (Backend::upload_step_input into
   // arena buffers) and returns its launch values.
   virtual StepLaunch upload(const Step& step, ActivationArena& arena) = 0;
   // Enqueues the step: the tokens' embeddings through every layer to the logits of the rows that
   // want them, left in arena slot k_arena_logits as [n_logit_rows, vocab] F32.
-  virtual void enqueue(const StepCounts& counts, ActivationArena& arena, KvCache& cache, const StepLaunch& launch) = 0;
+  virtual void enqueue(const StepCounts& counts, ActivationArena& arena, HistoryCaches& caches,
+                       const StepLaunch& launch) = 0;
 };
 
 }  // namespace flare::helios

@@ -13,6 +13,7 @@
 #include <compare>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "helios/dtype.h"
@@ -38,10 +39,16 @@ struct StepShape {
 std::optional<StepShape> step_shape_of(const Step& step, DType kv_dtype);
 
 // A step of `shape` made only of dummy rows (see above), for a cache of pages of page_size_tokens.
+// With several history groups, scratch_pages[g] is group g's scratch page (and the step carries a
+// block table per group).
 Step step_dummy(const StepShape& shape, std::int32_t page_size_tokens, std::int32_t scratch_page);
+Step step_dummy(const StepShape& shape, std::int32_t page_size_tokens, std::span<const std::int32_t> scratch_pages);
 
 // `step` (uniform, of shape `from`) with dummy rows appended up to to.n_rows rows; `to` differs
 // from `from` in its row count only, which is >= the step's.
 Step step_pad_rows(const Step& step, const StepShape& to, std::int32_t page_size_tokens, std::int32_t scratch_page);
+// The group tables the step carries are padded with scratch_pages[g] each.
+Step step_pad_rows(const Step& step, const StepShape& to, std::int32_t page_size_tokens,
+                   std::span<const std::int32_t> scratch_pages);
 
 }  // namespace flare::helios

@@ -213,9 +213,12 @@ int run_export(const ExportOptions& options) {
     draft.reset();
   }
   // Draft pages share the target's page ids: a cached token holds both models' KV.
+  // Sliding-window layers keep about a window of pages per request, in pools of their own.
+  const std::vector<helios::HistorySpec> history = architecture.history(spec);
   const std::uint64_t kv_bytes_per_token =
-      helios::history_bytes_per_token(architecture.history(spec), helios::DType::bf16) +
-      (draft ? draft->kv_bytes_per_token : 0);
+      helios::history_token_bytes(history, helios::DType::bf16) + (draft ? draft->kv_bytes_per_token : 0);
+  const std::uint64_t window_bytes = helios::history_window_pool_bytes(history, max_concurrency, prefill_chunk,
+                                                                      recipe.page_size_tokens, helios::DType::bf16);
   std::fprintf(stderr, "Settings: max concurrency %lld, prefill chunk %d tokens, context %s tokens, KV pages of %d tokens (BF16)\n",
                static_cast<long long>(max_concurrency), prefill_chunk, format_count(static_cast<std::uint64_t>(context)).c_str(),
                recipe.page_size_tokens);
@@ -231,6 +234,7 @@ int run_export(const ExportOptions& options) {
   demand.scratch_bytes = model::arena_bytes(spec, helios::DType::bf16, largest_step) +
                          (draft ? model::arena_bytes(draft->spec, helios::DType::bf16, largest_step) : 0);
   demand.kv_bytes_per_token = kv_bytes_per_token;
+  demand.window_bytes = window_bytes;
   demand.max_concurrency = static_cast<std::int32_t>(max_concurrency);
   demand.min_tokens_per_request = static_cast<std::int32_t>(std::min<std::int64_t>(kMinTokensPerRequest, context));
   MemorySupply supply{host_memory_bytes("MemAvailable"), kGiB, config.memory.reserve_bytes.value_or(0), "CPU memory"};
@@ -404,6 +408,7 @@ int run_export(const ExportOptions& options) {
   capacities->set_context_ceiling_tokens(static_cast<std::uint64_t>(context));
   auto* cost = manifest.mutable_memory_cost();
   cost->set_bytes_per_cached_token(kv_bytes_per_token);
+  cost->set_live_state_bytes_per_request(window_bytes / static_cast<std::uint64_t>(std::max<std::int64_t>(max_concurrency, 1)));
   cost->set_graph_and_scratch_bytes(demand.scratch_bytes);
   set_sampling(recipe, manifest);
   record_speculation(manifest, speculation, draft);

@@ -9,7 +9,7 @@ MemoryPlan plan_memory(const MemoryDemand& demand, const MemorySupply& supply) {
                                         static_cast<std::uint64_t>(demand.min_tokens_per_request) *
                                         demand.kv_bytes_per_token;
   MemoryPlan plan;
-  plan.needed_bytes = demand.weight_bytes + demand.scratch_bytes + min_pages_bytes;
+  plan.needed_bytes = demand.weight_bytes + demand.scratch_bytes + demand.window_bytes + min_pages_bytes;
   const std::uint64_t deductions = supply.headroom_bytes + supply.reserve_bytes;
   plan.available_bytes = supply.free_bytes > deductions ? supply.free_bytes - deductions : 0;
   if (plan.needed_bytes > plan.available_bytes) {
@@ -19,6 +19,9 @@ MemoryPlan plan_memory(const MemoryDemand& demand, const MemorySupply& supply) {
                         {min_pages_bytes, "minimum pages",
                          fmt::format("{} \u00d7 {} tokens", demand.max_concurrency,
                                      format_count(static_cast<std::uint64_t>(demand.min_tokens_per_request)))}};
+    if (demand.window_bytes > 0) {
+      shortfall.needed.insert(shortfall.needed.begin() + 2, {demand.window_bytes, "sliding-window pages", ""});
+    }
     shortfall.available = {supply.free_bytes, "free", ""};
     shortfall.deductions = {{supply.headroom_bytes, "headroom", ""}};
     if (supply.reserve_bytes > 0) shortfall.deductions.push_back({supply.reserve_bytes, "reserve", ""});
@@ -29,7 +32,7 @@ MemoryPlan plan_memory(const MemoryDemand& demand, const MemorySupply& supply) {
       shortfall.options.push_back(fmt::format("[memory] reserve = \"{}G\"", largest_reserve / kGiB));
     }
     const std::uint64_t per_request = static_cast<std::uint64_t>(demand.min_tokens_per_request) * demand.kv_bytes_per_token;
-    const std::uint64_t fixed = demand.weight_bytes + demand.scratch_bytes;
+    const std::uint64_t fixed = demand.weight_bytes + demand.scratch_bytes + demand.window_bytes;
     if (per_request > 0 && plan.available_bytes > fixed) {
       const std::uint64_t fitting = (plan.available_bytes - fixed) / per_request;
       if (fitting >= 1 && fitting < static_cast<std::uint64_t>(demand.max_concurrency))
@@ -38,7 +41,7 @@ MemoryPlan plan_memory(const MemoryDemand& demand, const MemorySupply& supply) {
     if (shortfall.options.empty()) shortfall.options.push_back("a device with more free memory");
     fail_capacity(shortfall);
   }
-  plan.kv_budget_bytes = plan.available_bytes - demand.weight_bytes - demand.scratch_bytes;
+  plan.kv_budget_bytes = plan.available_bytes - demand.weight_bytes - demand.scratch_bytes - demand.window_bytes;
   plan.kv_tokens = demand.kv_bytes_per_token ? static_cast<std::int64_t>(plan.kv_budget_bytes / demand.kv_bytes_per_token) : 0;
   return plan;
 }

@@ -16,7 +16,8 @@ namespace flare::ignition {
 struct MemoryDemand {
   std::uint64_t weight_bytes = 0;
   std::uint64_t scratch_bytes = 0;          // activations and graphs
-  std::uint64_t kv_bytes_per_token = 0;
+  std::uint64_t kv_bytes_per_token = 0;     // in the history groups sized by tokens
+  std::uint64_t window_bytes = 0;           // sliding-window groups' pools (helios/history.h)
   std::int32_t max_concurrency = 1;
   std::int32_t min_tokens_per_request = 8192;
 };

@@ -81,16 +81,17 @@ AttentionWeights attention_weights(const LoadedWeights& weights, const std::stri
 
 void attention_core(helios::Backend& backend, const ModelSpec& spec, std::int32_t layer, const AttentionWeights& w,
                     const helios::Tensor& h, const helios::Tensor& qkv, const helios::Tensor& attn,
-                    helios::KvCache& cache, const helios::RotaryParams& rope) {
+                    helios::HistoryCaches& caches, const helios::RotaryParams& rope) {
+  helios::KvCache& cache = caches.cache_of(layer);
   project(backend, h, w.qkv, w.qkv_bias.empty() ? nullptr : &w.qkv_bias, qkv);
   const helios::Tensor q = qkv.slice_cols(0, spec.q_width());
   const helios::Tensor k = qkv.slice_cols(spec.q_width(), spec.kv_width());
   const helios::Tensor value = qkv.slice_cols(spec.q_width() + spec.kv_width(), spec.kv_width());
   // [q/k head norm], rotary and the KV store: one kernel on a device backend.
   const helios::QkNormParams qk_norm{w.q_norm, w.k_norm, spec.rms_norm_eps};
-  backend.rotary_kv_store(cache, layer, q, k, value, spec.head_dim, rope, spec.qk_norm ? &qk_norm : nullptr);
+  backend.rotary_kv_store(cache, caches.slot_of(layer), q, k, value, spec.head_dim, rope, spec.qk_norm ? &qk_norm : nullptr);
   helios::AttentionParams params;
-  params.layer = layer;
+  params.layer = caches.slot_of(layer);
   params.n_heads = spec.n_heads;
   params.n_kv_heads = spec.n_kv_heads;
   params.head_dim = spec.head_dim;
@@ -141,10 +142,17 @@ void moe_kernel_needs(const ModelSpec& spec, helios::KernelNeeds& needs) {
   needs.mixture_of_experts = true;
 }
 
-void paged_kv_check(const ModelSpec& spec, const helios::KvCacheLayout& layout) {
-  if (layout.n_layers != spec.n_layers || layout.n_kv_heads != spec.n_kv_heads || layout.head_dim != spec.head_dim) {
-    fail(ExitCode::failure, "internal: KV cache layout does not match the model");
+void paged_kv_check(const ModelSpec& spec, const helios::HistoryLayout& layout) {
+  const helios::HistoryLayout expected = helios::history_kv_layout(paged_kv_history(spec), 1, 1, helios::DType::bf16);
+  bool match = layout.groups.size() == expected.groups.size() && layout.layers.size() == expected.layers.size();
+  for (std::size_t g = 0; match && g < layout.groups.size(); ++g) {
+    const helios::KvCacheLayout &have = layout.groups[g], &want = expected.groups[g];
+    match = have.n_layers == want.n_layers && have.n_kv_heads == want.n_kv_heads && have.head_dim == want.head_dim;
   }
+  for (std::size_t l = 0; match && l < layout.layers.size(); ++l) {
+    match = layout.layers[l].group == expected.layers[l].group && layout.layers[l].slot == expected.layers[l].slot;
+  }
+  if (!match) fail(ExitCode::failure, "internal: KV cache layout does not match the model");
 }
 
 }  // namespace flare::model

@@ -52,7 +52,7 @@ AttentionWeights attention_weights(const LoadedWeights& weights, const std::stri
 // h [n_tokens, hidden], qkv [n_tokens, q + 2 kv], attn [n_tokens, q] (activations).
 void attention_core(helios::Backend& backend, const ModelSpec& spec, std::int32_t layer, const AttentionWeights& w,
                     const helios::Tensor& h, const helios::Tensor& qkv, const helios::Tensor& attn,
-                    helios::KvCache& cache, const helios::RotaryParams& rope);
+                    helios::HistoryCaches& caches, const helios::RotaryParams& rope);
 
 // The residual stream around a block's output: x [n_tokens, hidden], h its norm (the next block's
 // input), delta scratch for the block's output before the add.
@@ -71,8 +71,8 @@ void swiglu_mlp_up(helios::Backend& backend, const helios::Tensor& h, const Weig
 
 // Paged K/V of n_kv_heads x head_dim for every layer, with each layer's window.
 std::vector<helios::HistorySpec> paged_kv_history(const ModelSpec& spec);
-// Throws unless `layout` is the cache paged_kv_history describes.
-void paged_kv_check(const ModelSpec& spec, const helios::KvCacheLayout& layout);
+// Throws unless `layout` is the caches paged_kv_history describes.
+void paged_kv_check(const ModelSpec& spec, const helios::HistoryLayout& layout);
 // The kernel needs of a program whose every layer runs rotary_kv_store and attention at the spec's
 // heads (its windows are launch arguments), with FP8 projections where the checkpoint is FP8.
 void paged_attention_kernel_needs(const ModelSpec& spec, helios::KernelNeeds& needs);

@@ -21,21 +21,27 @@ Model::Model(ModelSpec spec, helios::Backend& backend, LoadedWeights weights)
   executor_ = std::make_unique<helios::StepExecutor>(backend_, *program_);
 }
 
-helios::KvCacheLayout Model::kv_cache_layout(std::int32_t n_pages, std::int32_t page_size, helios::DType dtype) const {
+helios::HistoryLayout Model::kv_cache_layout(std::int32_t n_pages, std::int32_t page_size, helios::DType dtype) const {
   return helios::history_kv_layout(history_, n_pages, page_size, dtype);
 }
 
-bool Model::capture_decode_graph(std::int32_t n_rows, helios::KvCache& cache, std::int32_t scratch_page) {
-  if (n_rows < 1) fail(ExitCode::failure, "internal: a decode graph of {} rows", n_rows);
-  return executor_->capture({n_rows, 1, 1, cache.layout.dtype}, cache, scratch_page);
+helios::HistoryLayout Model::kv_cache_layout(std::span<const std::int32_t> n_pages, std::int32_t page_size,
+                                             helios::DType dtype) const {
+  return helios::history_kv_layout(history_, n_pages, page_size, dtype);
 }
 
-bool Model::capture_prefill_graph(std::int32_t n_tokens, std::int32_t n_logits, helios::KvCache& cache,
-                                  std::int32_t scratch_page) {
+bool Model::capture_decode_graph(std::int32_t n_rows, helios::HistoryCaches& cache,
+                                 std::vector<std::int32_t> scratch_pages) {
+  if (n_rows < 1) fail(ExitCode::failure, "internal: a decode graph of {} rows", n_rows);
+  return executor_->capture({n_rows, 1, 1, cache.groups.front().layout.dtype}, cache, std::move(scratch_pages));
+}
+
+bool Model::capture_prefill_graph(std::int32_t n_tokens, std::int32_t n_logits, helios::HistoryCaches& cache,
+                                  std::vector<std::int32_t> scratch_pages) {
   if (n_tokens < 2 || n_logits < 0 || n_logits > 1) {
     fail(ExitCode::failure, "internal: a prefill graph of {} tokens and {} logits rows", n_tokens, n_logits);
   }
-  return executor_->capture({1, n_tokens, n_logits, cache.layout.dtype}, cache, scratch_page);
+  return executor_->capture({1, n_tokens, n_logits, cache.groups.front().layout.dtype}, cache, std::move(scratch_pages));
 }
 
 std::int32_t Model::n_decode_graphs() const {

@@ -3,7 +3,7 @@
 //
 //   helios::cpu::CpuBackend backend;
 //   auto model = model::Model::load(checkpoint_dir, backend);        // config.json + safetensors
-//   helios::KvCache cache = backend.allocate_kv_cache(model->kv_cache_layout(n_pages, page_size));
+//   helios::HistoryCaches cache = helios::history_allocate(backend, model->kv_cache_layout(n_pages, page_size));
 //   std::vector<float> logits = model->forward(step, cache);         // [step.n_logit_rows(), vocab] F32
 //   helios::sample_token(row_logits, params, history, index);        // helios/sampling.h
 //
@@ -37,12 +37,17 @@ class Model {
   helios::Backend& backend() { return backend_; }
   helios::StepExecutor& executor() { return *executor_; }
   const std::vector<helios::HistorySpec>& history() const { return history_; }
-  helios::KvCacheLayout kv_cache_layout(std::int32_t n_pages, std::int32_t page_size_tokens,
+  // The KV caches of every history group (history.h): n_pages pages in each group, or n_pages[g]
+  // in group g.
+  helios::HistoryLayout kv_cache_layout(std::int32_t n_pages, std::int32_t page_size_tokens,
                                         helios::DType dtype = helios::DType::bf16) const;
+  helios::HistoryLayout kv_cache_layout(std::span<const std::int32_t> n_pages, std::int32_t page_size_tokens,
+                                        helios::DType dtype = helios::DType::bf16) const;
+  std::vector<helios::HistoryGroup> history_groups() const { return helios::history_groups(history_); }
 
   // The executor's step API (step_executor.h).
-  std::vector<float> forward(const helios::Step& step, helios::KvCache& cache) { return executor_->forward(step, cache); }
-  helios::Tensor forward_logits(const helios::Step& step, helios::KvCache& cache) {
+  std::vector<float> forward(const helios::Step& step, helios::HistoryCaches& cache) { return executor_->forward(step, cache); }
+  helios::Tensor forward_logits(const helios::Step& step, helios::HistoryCaches& cache) {
     return executor_->forward_logits(step, cache);
   }
   void reserve(std::int32_t max_tokens, std::int32_t max_logit_rows, std::int32_t max_rows, std::int32_t max_blocks = 0) {
@@ -55,9 +60,10 @@ class Model {
   // Graphs of the two shapes serving captures (step_shape.h): decode steps of n_rows rows, and a
   // one-row prefill chunk of n_tokens tokens wanting the logits of its last n_logits (0 or 1).
   // False when the backend has no graphs.
-  bool capture_decode_graph(std::int32_t n_rows, helios::KvCache& cache, std::int32_t scratch_page);
-  bool capture_prefill_graph(std::int32_t n_tokens, std::int32_t n_logits, helios::KvCache& cache,
-                             std::int32_t scratch_page);
+  // scratch_pages: each history group's scratch page (one: the same page id in every group).
+  bool capture_decode_graph(std::int32_t n_rows, helios::HistoryCaches& cache, std::vector<std::int32_t> scratch_pages);
+  bool capture_prefill_graph(std::int32_t n_tokens, std::int32_t n_logits, helios::HistoryCaches& cache,
+                             std::vector<std::int32_t> scratch_pages);
   std::int32_t n_decode_graphs() const;
   std::int32_t n_prefill_graphs() const;
   std::size_t n_decode_graph_nodes() const;   // operations recorded over every decode graph

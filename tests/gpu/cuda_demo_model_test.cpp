@@ -40,13 +40,13 @@ class CudaDemoModel : public testing::Test {
     gpu_ = try_cuda_backend(&reason);
     if (!gpu_) GTEST_SKIP() << "no CUDA backend: " << reason;
     model_ = Model::load(demo_dir(), *gpu_);
-    cache_ = gpu_->allocate_kv_cache(model_->kv_cache_layout(kPages, kPageSize, helios::DType::bf16));
+    cache_ = helios::history_allocate(*gpu_, model_->kv_cache_layout(kPages, kPageSize, helios::DType::bf16));
     pool_ = std::make_unique<helios::PagePool>(kPages);
     reference_ = package::SafetensorsFile::open(test_data_dir() / "models" / "demo-heldout" / "reference.safetensors");
   }
   void TearDown() override {
     model_.reset();
-    cache_.storage.reset();
+    cache_.groups.clear();
   }
 
   // Appends `tokens` to `seq` and returns the logits of its last token (or of all, `all`).
@@ -69,7 +69,7 @@ class CudaDemoModel : public testing::Test {
   static constexpr std::int32_t kPages = 512, kPageSize = 16;
   std::unique_ptr<helios::cuda::CudaBackend> gpu_;
   std::unique_ptr<Model> model_;
-  helios::KvCache cache_;
+  helios::HistoryCaches cache_;
   std::unique_ptr<helios::PagePool> pool_;
   std::shared_ptr<package::SafetensorsFile> reference_;
 };

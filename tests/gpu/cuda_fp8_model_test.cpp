@@ -78,7 +78,7 @@ std::map<std::string, PreparedTensor> fp8_prepared(const ModelSpec& spec, const 
 // A model on a backend from prepared tensors, with its KV cache and pages; logits to the host.
 struct Fp8Runner {
   std::unique_ptr<Model> model;
-  helios::KvCache cache;
+  helios::HistoryCaches cache;
   std::unique_ptr<helios::PagePool> pool;
   std::unique_ptr<helios::SequencePages> seq;
   DType qkv_dtype = DType::bf16;  // what the loader made of the first layer's qkv
@@ -93,7 +93,7 @@ struct Fp8Runner {
     LoadedWeights weights = weights_from_prepared(spec, lookup, backend);
     qkv_dtype = weights.at("layers.0.qkv").values.dtype;
     model = std::make_unique<Model>(spec, backend, std::move(weights));
-    cache = backend.allocate_kv_cache(model->kv_cache_layout(64, 4, DType::bf16));
+    cache = helios::history_allocate(backend, model->kv_cache_layout(64, 4, DType::bf16));
     pool = std::make_unique<helios::PagePool>(64);
     seq = std::make_unique<helios::SequencePages>(*pool, 4);
   }

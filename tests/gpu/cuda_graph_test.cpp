@@ -86,12 +86,12 @@ class CudaGraphs : public testing::TestWithParam<std::string> {
     const fs::path dir = models_dir() / GetParam();
     runner_ = ModelStepRunner::load(std::move(graph_backend), dir, options(true), helios::DType::bf16);
     eager_ = model::Model::load(dir, *eager_backend_);
-    eager_cache_ = eager_backend_->allocate_kv_cache(eager_->kv_cache_layout(k_pages + 1, k_page_size));
+    eager_cache_ = helios::history_allocate(*eager_backend_, eager_->kv_cache_layout(k_pages + 1, k_page_size));
   }
   void TearDown() override {
     runner_.reset();
     eager_.reset();
-    eager_cache_.storage.reset();
+    eager_cache_.groups.clear();
   }
   std::int32_t vocab() const { return eager_->spec().vocab_size; }
 
@@ -107,11 +107,11 @@ class CudaGraphs : public testing::TestWithParam<std::string> {
     runner_->run(step, copies_graph, sampling_plan_host_only(step.n_logit_rows()), results);
     const std::vector<float>& got = results.host_logits;
     EXPECT_EQ(got.size(), std::size_t(step.n_logit_rows()) * std::size_t(vocab()));
-    if (!copies_eager.empty()) eager_backend_->kv_copy_pages(eager_cache_, copies_eager);
+    helios::history_copy_pages(*eager_backend_, eager_cache_, copies_eager, true);
     // The eager side pads as the runner's executor does (the smallest captured bucket that holds a
     // decode step), so both run the same GEMM shapes.
     std::int32_t bucket = 0;
-    const auto shape = helios::step_shape_of(eager_step, eager_cache_.layout.dtype);
+    const auto shape = helios::step_shape_of(eager_step, eager_cache_.groups.front().layout.dtype);
     if (shape && shape->is_decode()) {
       for (const std::int32_t b : runner_->graph_buckets()) {
         if (b >= eager_step.n_rows() && (bucket == 0 || b < bucket)) bucket = b;
@@ -119,8 +119,8 @@ class CudaGraphs : public testing::TestWithParam<std::string> {
     }
     std::vector<float> want =
         bucket > eager_step.n_rows()
-            ? eager_->forward(helios::step_pad_rows(eager_step, {bucket, 1, 1, eager_cache_.layout.dtype},
-                                                    eager_cache_.layout.page_size_tokens, k_pages),
+            ? eager_->forward(helios::step_pad_rows(eager_step, {bucket, 1, 1, eager_cache_.groups.front().layout.dtype},
+                                                    eager_cache_.groups.front().layout.page_size_tokens, k_pages),
                               eager_cache_)
             : eager_->forward(eager_step, eager_cache_);
     want.resize(got.size());  // the padding rows' logits are not compared
@@ -163,7 +163,7 @@ class CudaGraphs : public testing::TestWithParam<std::string> {
   std::unique_ptr<helios::cuda::CudaBackend> eager_backend_;  // first: the eager model's buffers go before it
   std::unique_ptr<ModelStepRunner> runner_;
   std::unique_ptr<model::Model> eager_;
-  helios::KvCache eager_cache_;
+  helios::HistoryCaches eager_cache_;
   Side graph_side_, eager_side_;
   int n_steps_ = 0, n_graph_steps_ = 0;
 };

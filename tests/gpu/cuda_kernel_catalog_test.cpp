@@ -78,11 +78,11 @@ helios::Step make_step(std::int32_t n_rows, std::int32_t tokens_per_row, std::in
 
 // Every step serving reaches on `cache`'s dtype: the catalog's shapes eagerly, a mixed step, the
 // same shapes captured as graphs, and device sampling greedy and filtered.
-void warm_up(Model& model, helios::cuda::CudaBackend& backend, helios::KvCache& cache, const ServingCatalog& catalog) {
+void warm_up(Model& model, helios::cuda::CudaBackend& backend, helios::HistoryCaches& cache, const ServingCatalog& catalog) {
   const std::int32_t vocab = model.spec().vocab_size;
   model.reserve(k_chunk + 8, 8, 8, 64);
   for (const StepShape& shape : catalog.graphs) {
-    if (shape.kv_dtype != cache.layout.dtype) continue;
+    if (shape.kv_dtype != cache.groups.front().layout.dtype) continue;
     const std::int32_t start = shape.is_decode() ? 2 * k_page_size + 3 : 0;
     const std::vector<float> logits =
         model.forward(make_step(shape.n_rows, shape.tokens_per_row, shape.logits_per_row, start, vocab), cache);
@@ -101,11 +101,11 @@ void warm_up(Model& model, helios::cuda::CudaBackend& backend, helios::KvCache& 
   model.forward(mixed, cache);
   const std::int32_t scratch_page = k_pages - 1;
   for (const StepShape& shape : catalog.graphs) {
-    if (shape.kv_dtype != cache.layout.dtype) continue;
+    if (shape.kv_dtype != cache.groups.front().layout.dtype) continue;
     if (shape.is_decode()) {
-      EXPECT_TRUE(model.capture_decode_graph(shape.n_rows, cache, scratch_page)) << shape.describe();
+      EXPECT_TRUE(model.capture_decode_graph(shape.n_rows, cache, {scratch_page})) << shape.describe();
     } else {
-      EXPECT_TRUE(model.capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, cache, scratch_page))
+      EXPECT_TRUE(model.capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, cache, {scratch_page}))
           << shape.describe();
     }
   }
@@ -132,10 +132,12 @@ void warm_up(Model& model, helios::cuda::CudaBackend& backend, helios::KvCache& 
 
 void warm_up_every_kv_dtype(Model& model, helios::cuda::CudaBackend& backend, const ServingCatalog& catalog) {
   for (const DType kv : catalog.needs.kv_dtypes) {
-    helios::KvCache cache = backend.allocate_kv_cache(model.kv_cache_layout(k_pages, k_page_size, kv));
+    helios::HistoryCaches cache = helios::history_allocate(backend, model.kv_cache_layout(k_pages, k_page_size, kv));
     // Zero pages, so that decode rows attending to positions no step wrote read finite values.
-    const std::vector<std::byte> zeros(cache.layout.size_bytes());
-    backend.upload(*cache.storage, 0, zeros.data(), zeros.size());
+    for (helios::KvCache& group : cache.groups) {
+      const std::vector<std::byte> zeros(group.layout.size_bytes());
+      backend.upload(*group.storage, 0, zeros.data(), zeros.size());
+    }
     warm_up(model, backend, cache, catalog);
     model.drop_graphs();
   }

@@ -64,13 +64,13 @@ std::int32_t argmax(const float* logits, std::int32_t n) { return std::int32_t(s
 // A model, its BF16 KV cache and page pool on any backend; logits come back to the host.
 struct Runner {
   std::unique_ptr<Model> model;
-  helios::KvCache cache;
+  helios::HistoryCaches cache;
   std::unique_ptr<helios::PagePool> pool;
   std::int32_t page_size = 4;
 
   Runner(const fs::path& dir, helios::Backend& backend, std::int32_t n_pages = 256) {
     model = Model::load(dir, backend);
-    cache = backend.allocate_kv_cache(model->kv_cache_layout(n_pages, page_size, helios::DType::bf16));
+    cache = helios::history_allocate(backend, model->kv_cache_layout(n_pages, page_size, helios::DType::bf16));
     pool = std::make_unique<helios::PagePool>(n_pages);
   }
   std::int32_t vocab() const { return model->spec().vocab_size; }
@@ -91,7 +91,7 @@ struct Runner {
       step.tokens.insert(step.tokens.end(), tokens[i].begin(), tokens[i].end());
       step.rows.push_back(row);
     }
-    if (!copies.empty()) model->backend().kv_copy_pages(cache, copies);
+    helios::history_copy_pages(model->backend(), cache, copies, true);
     return model->forward(step, cache);
   }
 

@@ -80,7 +80,7 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
   progress(report, "model ready");
 
   StepBench steps{timing, *model, fill, options, report.rates, m.page_size_tokens,
-                  [&](const helios::Step& step, helios::KvCache& cache) { model->forward_logits(step, cache); },
+                  [&](const helios::Step& step, helios::HistoryCaches& cache) { model->forward_logits(step, cache); },
                   timing.supports_graphs()};
   report.step_runner = steps.graphs ? "CUDA graphs" : "eager";
   if (options.prefill_tokens > 0) {

@@ -26,6 +26,10 @@ void fill_cache(DeviceFill& fill, const helios::KvCache& cache, std::uint64_t se
   }
 }
 
+void fill_cache(DeviceFill& fill, const helios::HistoryCaches& caches, std::uint64_t seed) {
+  for (const helios::KvCache& cache : caches.groups) fill_cache(fill, cache, seed + std::uint64_t(cache.group));
+}
+
 // A failed case leaves queued work behind; wait for it so the next case starts clean.
 std::string failure_text(helios::cuda::CudaBackend& backend, const Error& e) {
   try {
@@ -42,8 +46,8 @@ PrefillResult StepBench::prefill() {
   PrefillResult p;
   p.tokens = options.prefill_tokens;
   const StepShape shape{1, p.tokens, 0, page_size_tokens};
-  helios::KvCache cache =
-      timing.allocate_kv_cache(model.kv_cache_layout(shape.n_pages(), page_size_tokens, DType::bf16));
+  helios::HistoryCaches cache =
+      helios::history_allocate(timing, model.kv_cache_layout(shape.n_pages(), page_size_tokens, DType::bf16));
   fill_cache(fill, cache, options.seed + 21);
   const helios::Step step = uniform_step(shape, spec.vocab_size, options.seed + 22);
   // A prefill step is long (tens of ms and more): fewer runs give the same precision.
@@ -59,13 +63,13 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
   const model::ModelSpec& spec = model.spec();
   const std::int32_t page = page_size_tokens;
   const std::int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
-  helios::KvCache cache;
+  helios::HistoryCaches cache;
   std::int32_t scratch_page = 0;
   std::string cache_failure;
   try {
     const StepShape largest{max_batch, 1, context, page};
     scratch_page = largest.n_pages();  // one spare page after the rows' pages
-    cache = timing.allocate_kv_cache(model.kv_cache_layout(largest.n_pages() + 1, page, kv_dtype));
+    cache = helios::history_allocate(timing, model.kv_cache_layout(largest.n_pages() + 1, page, kv_dtype));
     fill_cache(fill, cache, options.seed + 31);
   } catch (const Error& e) {
     cache_failure = failure_text(backend(), e);
@@ -84,7 +88,7 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
         d.eager = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(step, cache); });
         d.runner = "eager";
         d.timing = d.eager;
-        if (graphs && model.capture_decode_graph(batch, cache, scratch_page)) {
+        if (graphs && model.capture_decode_graph(batch, cache, {scratch_page})) {
           d.runner = "graph";
           d.timing = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(step, cache); });
         }
@@ -102,7 +106,7 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
   model.drop_graphs();  // they name this cache, freed on return
 }
 
-void StepBench::profile(const helios::Step& step, helios::KvCache& cache) {
+void StepBench::profile(const helios::Step& step, helios::HistoryCaches& cache) {
   const helios::cuda::Driver& d = helios::cuda::driver();
   if (!d.profiler_start || !d.profiler_stop) fail(ExitCode::failure, "--profile-batch: the CUDA driver has no cuProfilerStart");
   backend().synchronize();
@@ -112,7 +116,8 @@ void StepBench::profile(const helios::Step& step, helios::KvCache& cache) {
   helios::cuda::check(d.profiler_stop(), "cuProfilerStop");
 }
 
-Breakdown StepBench::breakdown(const helios::Step& step, helios::KvCache& cache, std::int32_t context, double step_ms) {
+Breakdown StepBench::breakdown(const helios::Step& step, helios::HistoryCaches& cache, std::int32_t context,
+                             double step_ms) {
   Breakdown b;
   b.batch = step.n_rows();
   b.context = context;

@@ -15,7 +15,7 @@
 namespace flare::bench::cuda {
 
 // Enqueues one forward step on the backend's stream without waiting for it.
-using StepRunner = std::function<void(const helios::Step& step, helios::KvCache& cache)>;
+using StepRunner = std::function<void(const helios::Step& step, helios::HistoryCaches& cache)>;
 
 struct StepBench {
   TimingBackend& timing;  // the model's backend (forwards to the CUDA backend)
@@ -40,10 +40,10 @@ struct StepBench {
   AttentionResult attention(helios::DType kv_dtype);
 
  private:
-  Breakdown breakdown(const helios::Step& step, helios::KvCache& cache, std::int32_t context, double step_ms);
+  Breakdown breakdown(const helios::Step& step, helios::HistoryCaches& cache, std::int32_t context, double step_ms);
   // One run of `step` (the captured graph where there is one) between cuProfilerStart and
   // cuProfilerStop: what `ncu --profile-from-start off` records.
-  void profile(const helios::Step& step, helios::KvCache& cache);
+  void profile(const helios::Step& step, helios::HistoryCaches& cache);
 };
 
 }  // namespace flare::bench::cuda

@@ -75,12 +75,12 @@ void TimingBackend::replay(const helios::StepGraph& graph) {
   mark("graph replay", 0, 0);
 }
 
-void TimingBackend::begin_step(const helios::Step& step, const helios::KvCache& cache) {
+void TimingBackend::begin_step(const helios::Step& step, std::span<const helios::KvCache* const> caches) {
   if (recording_) {
     ++n_steps_;
     mark("", 0, 0);  // opens the step
   }
-  inner_.begin_step(step, cache);
+  inner_.begin_step(step, caches);
   step_ = step;
   const double n_ints = double(3 * step.tokens.size() + step.rows.size() + step.block_tables.size() + step.n_logit_rows());
   mark("step upload", 4.0 * n_ints, 0);

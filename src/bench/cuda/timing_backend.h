@@ -43,10 +43,12 @@ class TimingBackend final : public helios::Backend {
   void kv_copy_pages(helios::KvCache& cache, std::span<const helios::PageCopy> copies) override {
     inner_.kv_copy_pages(cache, copies);
   }
-  void begin_step(const helios::Step& step, const helios::KvCache& cache) override;
+  using helios::Backend::begin_step;
+  void begin_step(const helios::Step& step, std::span<const helios::KvCache* const> caches) override;
   void bind_thread() override { inner_.bind_thread(); }
-  void reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) override {
-    inner_.reserve_step(max_tokens, max_rows, max_blocks);
+  void reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks,
+                    std::int32_t n_groups = 1) override {
+    inner_.reserve_step(max_tokens, max_rows, max_blocks, n_groups);
   }
   void upload_step_input(helios::Buffer& dst, std::size_t offset, const void* src, std::size_t size) override;
   // Graphs pass straight through: a replay is one timed operation ("graph replay"); the

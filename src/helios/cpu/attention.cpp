@@ -107,9 +107,10 @@ void load_row(DType dtype, const char* src, float* dst, std::int32_t n) {
   }
 }
 
-std::int32_t page_of(const StepContext& ctx, std::int32_t row, std::int32_t position, std::int32_t page_size) {
+// The page of `position` of the step's row in the cache's history group (Step::table).
+std::int32_t page_of(const StepContext& ctx, const KvCache& cache, std::int32_t row, std::int32_t position) {
   const StepRow& r = ctx.step.rows[std::size_t(row)];
-  return ctx.step.block_tables[std::size_t(r.first_block + position / page_size)];
+  return ctx.step.table(cache.group)[std::size_t(r.first_block + position / cache.layout.page_size_tokens)];
 }
 
 }  // namespace
@@ -123,7 +124,7 @@ void cpu_kv_store(ThreadPool& pool, const StepContext& ctx, KvCache& cache, std:
     for (std::int64_t t = b; t < e; ++t) {
       const std::int32_t row = ctx.token_row[std::size_t(t)];
       const std::int32_t position = ctx.token_position[std::size_t(t)];
-      const std::int32_t page = page_of(ctx, row, position, l.page_size_tokens);
+      const std::int32_t page = page_of(ctx, cache, row, position);
       const std::int32_t slot = position % l.page_size_tokens;
       for (std::int32_t h = 0; h < l.n_kv_heads; ++h) {
         const float* ks = static_cast<const float*>(k.data) + t * k.stride + h * l.head_dim;
@@ -171,7 +172,7 @@ void cpu_attention(ThreadPool& pool, const StepContext& ctx, const KvCache& cach
       std::fill(max_score, max_score + kBlockTokens, -std::numeric_limits<float>::infinity());
       std::fill(denominator, denominator + kBlockTokens, 0.0);
       for (std::int32_t j = first; j <= last; ++j) {
-        const std::int32_t page = page_of(ctx, row, j, l.page_size_tokens);
+        const std::int32_t page = page_of(ctx, cache, row, j);
         const std::int32_t slot = j % l.page_size_tokens;
         load_row(l.dtype, address.at(p.layer, page, 0, slot, kv_head), kbuf.data(), d);
         load_row(l.dtype, address.at(p.layer, page, 1, slot, kv_head), vbuf.data(), d);

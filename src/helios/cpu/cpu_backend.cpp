@@ -96,8 +96,10 @@ void CpuBackend::kv_copy_pages(KvCache& cache, std::span<const PageCopy> copies)
   }
 }
 
-void CpuBackend::begin_step(const Step& step, const KvCache& cache) {
-  step_validate(step, cache.layout.n_pages, cache.layout.page_size_tokens);
+void CpuBackend::begin_step(const Step& step, std::span<const KvCache* const> caches) {
+  std::vector<std::int32_t> n_pages;
+  for (const KvCache* cache : caches) n_pages.push_back(cache->layout.n_pages);
+  step_validate(step, n_pages, caches.front()->layout.page_size_tokens);
   ctx_.step = step;
   ctx_.token_row.clear();
   ctx_.token_position.clear();

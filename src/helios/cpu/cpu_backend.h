@@ -38,7 +38,8 @@ class CpuBackend : public Backend {
   void emulate_kv_commits(std::size_t granule_bytes, std::size_t limit_bytes);
   std::size_t emulated_committed_bytes() const { return committed_bytes_; }
 
-  void begin_step(const Step& step, const KvCache& cache) override;
+  using Backend::begin_step;
+  void begin_step(const Step& step, std::span<const KvCache* const> caches) override;
   void embedding(const Tensor& table, Tensor out) override;
   void rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor out) override;
   void head_rms_norm(Tensor x, std::int32_t head_dim, const Tensor& weight, float eps) override;

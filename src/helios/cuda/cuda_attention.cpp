@@ -41,7 +41,7 @@ void CudaBackend::kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, 
   if (layer < 0 || layer >= l.n_layers) fail(ExitCode::failure, "internal: kv_store layer {}", layer);
   CUdeviceptr k_ptr = address(k.data), v_ptr = address(v.data), c_ptr = address(cache.storage->data());
   CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
-              bt_ptr = arrays_.block_tables;
+              bt_ptr = block_tables_of(cache);
   long long k_stride = k.stride, v_stride = v.stride;
   int layer_i = layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
   const CUfunction f = function(kv_store_module(l.head_dim, l.dtype), "flare_kv_store");
@@ -121,7 +121,7 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   CUdeviceptr ml_ptr = n_splits > 1 ? acc_ptr + acc_bytes : 0;
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
   CUdeviceptr sinks_ptr = p.sinks.empty() ? 0 : address(p.sinks);  // [n_heads] f32, or none
-  CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = arrays_.block_tables;
+  CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = block_tables_of(cache);
   long long q_stride = q.stride, out_stride = out.stride;
   int layer = p.layer, n_pages = l.n_pages, n_kv = l.n_kv_heads, n_heads = p.n_heads;
   int window = p.sliding_window, n_rows_arg = n_rows;
@@ -153,7 +153,7 @@ void CudaBackend::attention_prefill(const KvCache& cache, const Tensor& q, const
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
   CUdeviceptr sinks_ptr = p.sinks.empty() ? 0 : address(p.sinks);  // [n_heads] f32, or none
   CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
-              bt_ptr = arrays_.block_tables;
+              bt_ptr = block_tables_of(cache);
   long long q_stride = q.stride, out_stride = out.stride;
   int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
   int n_tokens = int(q.rows), n_heads = p.n_heads, window = p.sliding_window;
@@ -184,7 +184,7 @@ void CudaBackend::attention_plain(const KvCache& cache, const Tensor& q, const A
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
   CUdeviceptr sinks_ptr = p.sinks.empty() ? 0 : address(p.sinks);  // [n_heads] f32, or none
   CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
-              bt_ptr = arrays_.block_tables;
+              bt_ptr = block_tables_of(cache);
   long long q_stride = q.stride, out_stride = out.stride;
   int layer = p.layer, n_pages = l.n_pages, page_size = l.page_size_tokens, n_kv = l.n_kv_heads;
   int n_tokens = int(q.rows), n_heads = p.n_heads, window = p.sliding_window;

@@ -226,22 +226,33 @@ void CudaBackend::reserve_step_values(std::size_t n_values) {
   ++graph_generation_;
 }
 
-void CudaBackend::reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) {
-  reserve_step_values(StepPackLayout::capacity(max_tokens, max_rows, max_blocks));
+void CudaBackend::reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks,
+                               std::int32_t n_groups) {
+  if (std::size_t(std::max(max_blocks, 0)) > step_capacity_blocks_) {
+    step_capacity_blocks_ = std::size_t(max_blocks);
+    ++graph_generation_;  // the group tables' stride changed
+  }
+  reserve_step_values(StepPackLayout::capacity(max_tokens, max_rows, std::int32_t(step_capacity_blocks_), n_groups));
   step_capacity_tokens_ = std::max<std::int64_t>(step_capacity_tokens_, max_tokens);
   reserve_fp8_scratch(step_capacity_tokens_);
 }
 
-void CudaBackend::begin_step(const Step& step, const KvCache& cache) {
-  step_validate(step, cache.layout.n_pages, cache.layout.page_size_tokens);
+void CudaBackend::begin_step(const Step& step, std::span<const KvCache* const> caches) {
+  std::vector<std::int32_t> n_pages;
+  for (const KvCache* cache : caches) n_pages.push_back(cache->layout.n_pages);
+  step_validate(step, n_pages, caches.front()->layout.page_size_tokens);
   step_ = step;
   n_logit_rows_ = step.n_logit_rows();
-  const StepPackLayout layout = StepPackLayout::of(step);
+  if (step.block_tables.size() > step_capacity_blocks_) {
+    step_capacity_blocks_ = step.block_tables.size();
+    ++graph_generation_;  // the group tables' stride changed
+  }
+  const StepPackLayout layout = StepPackLayout::of(step, std::int32_t(caches.size()), step_capacity_blocks_);
   reserve_step_values(layout.size);
   // Pinned staging and one asynchronous copy: a replayed graph needs nothing else from the host.
   staging_.next_step();
   auto* packed = static_cast<std::int32_t*>(staging_.stage(layout.size * sizeof(std::int32_t)));
-  step_pack(step, std::span<std::int32_t>(packed, layout.size));
+  step_pack(step, layout, std::span<std::int32_t>(packed, layout.size));
   staging_.copy(step_device_->address(), packed, layout.size * sizeof(std::int32_t));
   const CUdeviceptr base = step_device_->address();
   const auto at = [&](std::size_t index) { return base + index * sizeof(std::int32_t); };
@@ -250,7 +261,17 @@ void CudaBackend::begin_step(const Step& step, const KvCache& cache) {
   arrays_.token_rows = at(layout.token_rows);
   arrays_.row_first_block = at(layout.row_first_block);
   arrays_.block_tables = at(layout.block_tables);
+  arrays_.group_tables.resize(caches.size());
+  for (std::size_t g = 0; g < caches.size(); ++g) arrays_.group_tables[g] = at(layout.group_tables(std::int32_t(g)));
   arrays_.logit_tokens = at(layout.logit_tokens);
+}
+
+CUdeviceptr CudaBackend::block_tables_of(const KvCache& cache) const {
+  if (cache.group < 0 || std::size_t(cache.group) >= arrays_.group_tables.size()) {
+    fail(ExitCode::failure, "internal: a KV cache of history group {} in a step of {} groups", cache.group,
+         arrays_.group_tables.size());
+  }
+  return arrays_.group_tables[std::size_t(cache.group)];
 }
 
 void CudaBackend::upload_step_input(Buffer& dst, std::size_t offset, const void* src, std::size_t size) {

@@ -106,8 +106,10 @@ class CudaBackend final : public Backend {
   // Tests: a KV cache's memory stops growing at this many bytes, as if the device were full (0: no cap).
   void set_kv_commit_limit_bytes(std::size_t limit_bytes) { kv_commit_limit_bytes_ = limit_bytes; }
 
-  void begin_step(const Step& step, const KvCache& cache) override;
-  void reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks) override;
+  using Backend::begin_step;
+  void begin_step(const Step& step, std::span<const KvCache* const> caches) override;
+  void reserve_step(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks,
+                    std::int32_t n_groups = 1) override;
   void upload_step_input(Buffer& dst, std::size_t offset_bytes, const void* src, std::size_t size_bytes) override;
   bool supports_graphs() const override { return true; }
   std::uint64_t graph_generation() const override { return graph_generation_; }
@@ -186,7 +188,8 @@ class CudaBackend final : public Backend {
     CUdeviceptr positions = 0;        // [n_tokens]
     CUdeviceptr token_rows = 0;       // [n_tokens] step row of each token
     CUdeviceptr row_first_block = 0;  // [n_rows] offset of each row's block table
-    CUdeviceptr block_tables = 0;     // [sum of n_blocks]
+    CUdeviceptr block_tables = 0;     // [sum of n_blocks]: history group 0's
+    std::vector<CUdeviceptr> group_tables;  // [n_groups] each group's (group_tables[0] = block_tables)
     CUdeviceptr logit_tokens = 0;     // [n_logit_rows] token index of each logits row
   };
 
@@ -233,6 +236,9 @@ class CudaBackend final : public Backend {
   void reserve_fp8_scratch(std::int64_t m);
   std::int64_t fp8_max_cols_ = 0;  // reserve_fp8_linear(): 0 until FP8 weights are loaded
   std::int64_t step_capacity_tokens_ = 0;  // reserve_step()'s largest max_tokens
+  std::size_t step_capacity_blocks_ = 0;   // reserve_step()'s largest max_blocks: the stride of group tables
+  // The block tables of the cache's history group.
+  CUdeviceptr block_tables_of(const KvCache& cache) const;
   // The residual add and norm after a GEMM: of its output (parts 0) or of its split-K partials.
   void residual_rms_norm(int parts, const Tensor& delta, Tensor residual, const Tensor& norm_weight, float eps,
                          Tensor out);

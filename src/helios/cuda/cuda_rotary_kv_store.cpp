@@ -59,7 +59,7 @@ void CudaBackend::rotary_kv_store(KvCache& cache, std::int32_t layer, Tensor q, 
   CUdeviceptr q_ptr = address(q.data), k_ptr = address(k.data), v_ptr = address(v.data), f_ptr = address(rope.inv_freq.data),
               c_ptr = address(cache.storage->data());
   CUdeviceptr p_ptr = arrays_.positions, r_ptr = arrays_.token_rows, fb_ptr = arrays_.row_first_block,
-              bt_ptr = arrays_.block_tables;
+              bt_ptr = block_tables_of(cache);
   long long q_stride = q.stride, k_stride = k.stride, v_stride = v.stride, f_stride = rope.inv_freq.stride;
   int n_q = int(q.cols / head_dim), n_kv = l.n_kv_heads, f_rows = int(rope.inv_freq.rows);
   int layer_i = layer, n_pages = l.n_pages, page_size = l.page_size_tokens;

@@ -24,7 +24,7 @@ struct GpuPreparation::State {
   GpuPreparationOptions options;
   std::unique_ptr<helios::cuda::CudaBackend> backend;
   std::unique_ptr<model::Model> model;
-  helios::KvCache cache;
+  helios::HistoryCaches cache;
   helios::ServingCatalog catalog;  // of the backend's platform and the model at these settings
   GpuPreparationCounts counts;
   std::size_t free_at_start = 0;
@@ -43,7 +43,7 @@ struct GpuPreparation::State {
       row.first_block = std::int32_t(step.block_tables.size());
       row.n_blocks = (start + n + page - 1) / page;
       for (std::int32_t b = 0; b < row.n_blocks; ++b)
-        step.block_tables.push_back(page_cursor++ % cache.layout.n_pages);
+        step.block_tables.push_back(page_cursor++ % cache.groups.front().layout.n_pages);
       for (std::int32_t t = 0; t < n; ++t) step.tokens.push_back((t * 7919 + start) % spec.vocab_size);
       step.rows.push_back(row);
     }
@@ -102,7 +102,7 @@ void GpuPreparation::load_weights(const model::PreparedLookup& lookup) {
   // Enough pages for one prefill chunk, or every bucket row at a short context, whichever is more.
   const std::int32_t n_pages = std::max<std::int32_t>((s.options.prefill_chunk_tokens + page - 1) / page + 2,
                                                       std::int32_t(max_bucket) * 4 + 4);
-  s.cache = s.backend->allocate_kv_cache(s.model->kv_cache_layout(n_pages, page));
+  s.cache = helios::history_allocate(*s.backend, s.model->kv_cache_layout(n_pages, page));
   s.model->reserve(s.options.prefill_chunk_tokens + std::int32_t(max_bucket), std::int32_t(max_bucket) + 1,
                    std::int32_t(max_bucket) + 1);
 }
@@ -180,13 +180,13 @@ void GpuPreparation::capture_graphs() {
   // Proves every graph of the catalog captures on this GPU; flare run captures its own from the
   // same shapes (a graph belongs to the process that built it). The last page is the capture's
   // scratch page.
-  const std::int32_t scratch_page = s.cache.layout.n_pages - 1;
+  const std::int32_t scratch_page = s.cache.groups.front().layout.n_pages - 1;
   for (const helios::StepShape& shape : s.catalog.graphs) {
-    if (shape.kv_dtype != s.cache.layout.dtype) continue;
+    if (shape.kv_dtype != s.cache.groups.front().layout.dtype) continue;
     const bool captured = shape.is_decode()
-                              ? s.model->capture_decode_graph(shape.n_rows, s.cache, scratch_page)
+                              ? s.model->capture_decode_graph(shape.n_rows, s.cache, {scratch_page})
                               : s.model->capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, s.cache,
-                                                               scratch_page);
+                                                               {scratch_page});
     if (!captured) break;  // the backend has no graphs
   }
   s.counts.n_graphs = s.model->n_decode_graphs();

@@ -62,13 +62,13 @@ class DenseDecoder final : public helios::StepProgram {
     rope_.bind(plan, "rope");
   }
 
-  void check_cache(const helios::KvCacheLayout& layout) const override { paged_kv_check(spec_, layout); }
+  void check_cache(const helios::HistoryLayout& layout) const override { paged_kv_check(spec_, layout); }
 
   helios::StepLaunch upload(const helios::Step& step, helios::ActivationArena& arena) override {
     return {{rope_.upload(step, arena, backend_)}};
   }
 
-  void enqueue(const helios::StepCounts& counts, helios::ActivationArena& arena, helios::KvCache& cache,
+  void enqueue(const helios::StepCounts& counts, helios::ActivationArena& arena, helios::HistoryCaches& cache,
                const helios::StepLaunch& launch) override {
     Views v = bind(arena, counts.n_tokens);
     const helios::RotaryParams rope = rope_.params(arena, counts.n_rows, launch.values.at(0));
@@ -107,7 +107,7 @@ class DenseDecoder final : public helios::StepProgram {
     model::project_residual_norm(backend_, spec_.rms_norm_eps, {v.x, v.h, v.delta}, in, w, bias, norm_weight);
   }
 
-  void attention_block(const Views& v, std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope) {
+  void attention_block(const Views& v, std::int32_t layer, helios::HistoryCaches& cache, const helios::RotaryParams& rope) {
     const DenseLayer& w = layers_[std::size_t(layer)];
     attention_core(backend_, spec_, layer, w.attention, v.h, v.qkv, v.attn, cache, rope);
     project_residual_norm(v, v.attn, w.attention.o, w.attention.o_bias, w.post_norm);  // x += attention; h = norm(x)

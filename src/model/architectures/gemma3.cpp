@@ -172,13 +172,13 @@ class Gemma3 final : public helios::StepProgram {
     local_rope_.bind(plan, "rope_local");
   }
 
-  void check_cache(const helios::KvCacheLayout& layout) const override { paged_kv_check(spec_, layout); }
+  void check_cache(const helios::HistoryLayout& layout) const override { paged_kv_check(spec_, layout); }
 
   helios::StepLaunch upload(const helios::Step& step, helios::ActivationArena& arena) override {
     return {{global_rope_.upload(step, arena, backend_), local_rope_.upload(step, arena, backend_)}};
   }
 
-  void enqueue(const helios::StepCounts& counts, helios::ActivationArena& arena, helios::KvCache& cache,
+  void enqueue(const helios::StepCounts& counts, helios::ActivationArena& arena, helios::HistoryCaches& cache,
                const helios::StepLaunch& launch) override {
     const std::int32_t n = counts.n_tokens;
     const Views v{arena.view(x_, n),     arena.view(h_, n),          arena.view(qkv_, n),
@@ -219,22 +219,22 @@ class Gemma3 final : public helios::StepProgram {
     backend_.rms_norm(v.delta_norm, &residual, next_norm, spec_.rms_norm_eps, v.h);
   }
 
-  void attention_block(const Views& v, std::int32_t layer, helios::KvCache& cache, const helios::RotaryParams& rope) {
+  void attention_block(const Views& v, std::int32_t layer, helios::HistoryCaches& cache, const helios::RotaryParams& rope) {
     const Gemma3Layer& w = layers_[std::size_t(layer)];
     project(backend_, v.h, w.qkv, nullptr, v.qkv);
     const Tensor q = v.qkv.slice_cols(0, spec_.q_width());
     const Tensor k = v.qkv.slice_cols(spec_.q_width(), spec_.kv_width());
     const Tensor value = v.qkv.slice_cols(spec_.q_width() + spec_.kv_width(), spec_.kv_width());
     const helios::QkNormParams qk_norm{w.q_norm, w.k_norm, spec_.rms_norm_eps};
-    backend_.rotary_kv_store(cache, layer, q, k, value, spec_.head_dim, rope, &qk_norm);
+    backend_.rotary_kv_store(cache.cache_of(layer), cache.slot_of(layer), q, k, value, spec_.head_dim, rope, &qk_norm);
     helios::AttentionParams params;
-    params.layer = layer;
+    params.layer = cache.slot_of(layer);
     params.n_heads = spec_.n_heads;
     params.n_kv_heads = spec_.n_kv_heads;
     params.head_dim = spec_.head_dim;
     params.scale = spec_.softmax_scale();
     params.sliding_window = spec_.layers[std::size_t(layer)].sliding_window;
-    backend_.attention(cache, q, params, v.attn);
+    backend_.attention(cache.cache_of(layer), q, params, v.attn);
     project(backend_, v.attn, w.o, nullptr, v.delta);
     residual_add_norm(v, w.post_attention_norm, w.pre_ff_norm);  // x += post_attn_norm(o); h = pre_ff_norm(x)
   }

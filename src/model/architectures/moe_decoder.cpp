@@ -98,13 +98,13 @@ class MoeDecoder final : public helios::StepProgram {
     rope_.bind(plan, "rope");
   }
 
-  void check_cache(const helios::KvCacheLayout& layout) const override { paged_kv_check(spec_, layout); }
+  void check_cache(const helios::HistoryLayout& layout) const override { paged_kv_check(spec_, layout); }
 
   helios::StepLaunch upload(const helios::Step& step, helios::ActivationArena& arena) override {
     return {{rope_.upload(step, arena, backend_)}};
   }
 
-  void enqueue(const helios::StepCounts& counts, helios::ActivationArena& arena, helios::KvCache& cache,
+  void enqueue(const helios::StepCounts& counts, helios::ActivationArena& arena, helios::HistoryCaches& cache,
                const helios::StepLaunch& launch) override {
     const std::int32_t n = counts.n_tokens;
     const Tensor x = arena.view(x_, n), h = arena.view(h_, n), qkv = arena.view(qkv_, n), attn = arena.view(attn_, n),

@@ -48,8 +48,8 @@ void expect_padding_invisible(const std::string& fixture_name, std::int32_t n_re
   helios::cpu::CpuBackend backend(2);
   auto model = model::Model::load(fixture(fixture_name), backend);
   const std::int32_t n_pages = 64, page_size = 4, scratch = n_pages;
-  helios::KvCache plain = backend.allocate_kv_cache(model->kv_cache_layout(n_pages + 1, page_size, helios::DType::f32));
-  helios::KvCache padded = backend.allocate_kv_cache(model->kv_cache_layout(n_pages + 1, page_size, helios::DType::f32));
+  helios::HistoryCaches plain = helios::history_allocate(backend, model->kv_cache_layout(n_pages + 1, page_size, helios::DType::f32));
+  helios::HistoryCaches padded = helios::history_allocate(backend, model->kv_cache_layout(n_pages + 1, page_size, helios::DType::f32));
   helios::PagePool pool_plain(n_pages), pool_padded(n_pages);
   std::vector<helios::SequencePages> seqs_plain, seqs_padded;
   const std::int32_t vocab = model->spec().vocab_size;

@@ -9,6 +9,9 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "helios/cpu/cpu_backend.h"
+#include "helios/history.h"
+#include "model/architecture.h"
+#include "model/spec.h"
 #include "package/safetensors.h"
 
 namespace flare::engine {
@@ -50,15 +53,20 @@ void expect_same_until_tie(const std::vector<TokenId>& got, const std::vector<To
 
 class ModelEngine : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ModelEngine, GreedyMatchesTransformersThroughBatchingChunksForksAndCache) {
-  const auto dir = fixture(GetParam());
-  const auto ref = package::SafetensorsFile::open(dir / "reference.safetensors");
+EngineOptions fixture_options() {
   EngineOptions options;
   options.max_concurrency = 8;
   options.prefill_chunk_tokens = 5;  // prompts of 7, 13 and 21 tokens prefill in chunks
   options.page_size_tokens = 4;
   options.n_pages = 256;
   options.context_limit = 256;
+  return options;
+}
+
+// Two rounds of four prompts (one with n = 2): greedy tokens as transformers', and the second
+// round's prompts from the prefix cache.
+void expect_rounds_match_transformers(const std::filesystem::path& dir, const EngineOptions& options) {
+  const auto ref = package::SafetensorsFile::open(dir / "reference.safetensors");
   auto runner = ModelStepRunner::load(std::make_unique<helios::cpu::CpuBackend>(2), dir, options, helios::DType::f32);
   LocalEngine engine(options, std::move(runner));
   for (int round = 0; round < 2; ++round) {  // the second round hits the prefix cache
@@ -91,9 +99,40 @@ TEST_P(ModelEngine, GreedyMatchesTransformersThroughBatchingChunksForksAndCache)
   EXPECT_GT(engine.stats().n_prefix_hit_tokens, 0);
 }
 
+TEST_P(ModelEngine, GreedyMatchesTransformersThroughBatchingChunksForksAndCache) {
+  expect_rounds_match_transformers(fixture(GetParam()), fixture_options());
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelEngine,
                          ::testing::Values("qwen3-gqa2-hd128-tied", "mistral-gqa2-hd64-window8",
                                            "llama-gqa4-hd64-tied-llama3"));
+
+// Sliding-window layers in pools of their own that give pages back as the window moves on: the
+// same tokens, with a window pool far smaller than the sequences' pages (five sequences of up to
+// 53 tokens hold 70 pages of 4 tokens; the window pools hold 6 per concurrency slot).
+class WindowedModelEngine : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WindowedModelEngine, GreedyMatchesTransformersWithWindowPoolsGivingPagesBack) {
+  const auto dir = fixture(GetParam());
+  const model::ModelSpec spec = model::model_spec_load(dir);
+  const auto groups = helios::history_groups(model::architecture_of(spec).history(spec));
+  EngineOptions options = fixture_options();
+  bool windowed = false;
+  for (const helios::HistoryGroup& group : groups) {
+    const std::int32_t window_pages =
+        helios::history_window_pages(group.window(), options.prefill_chunk_tokens, options.page_size_tokens);
+    const bool own_pool = group.window() > 0 && options.kv_groups.size() > 0;  // after a token-sized group 0
+    options.kv_groups.push_back({own_pool ? options.max_concurrency * window_pages : options.n_pages, group.window()});
+    windowed = windowed || group.window() > 0;
+  }
+  ASSERT_TRUE(windowed) << GetParam() << " has no sliding layer";
+  expect_rounds_match_transformers(dir, options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, WindowedModelEngine,
+                         ::testing::Values("gemma3-gqa2-hd64-window8", "gemma3-gqa2-hd256-untied-window16",
+                                           "mistral-gqa2-hd64-window8", "mixtral-e4-top2-window8",
+                                           "gptoss-e4-top2-mxfp4-window8"));
 
 }  // namespace
 }  // namespace flare::engine

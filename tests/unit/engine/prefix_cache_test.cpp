@@ -12,10 +12,10 @@ std::vector<std::int32_t> tokens(std::int32_t n, std::int32_t salt = 0) {
   return out;
 }
 
-helios::SequencePages filled(helios::PagePool& pool, std::int32_t page, std::int32_t n) {
-  helios::SequencePages seq(pool, page);
+helios::HistoryPages filled(helios::HistoryPools& pools, std::int32_t page, std::int32_t n) {
+  helios::HistoryPages seq(pools, page);
   std::vector<helios::PageCopy> copies;
-  EXPECT_TRUE(seq.append(n, copies));
+  EXPECT_EQ(seq.append(n, copies), -1);
   return seq;
 }
 
@@ -36,11 +36,12 @@ TEST(PrefixHashes, ChainedOverWholeBlocks) {
 }
 
 TEST(PrefixCache, LookupReturnsLongestWholePagePrefix) {
-  helios::PagePool pool(32);
-  PrefixCache cache(pool, 4, 8);
+  helios::HistoryPools pools({{32, 0}});
+  helios::PagePool& pool = pools.pool(0);
+  PrefixCache cache(pools, 4, 8);
   const auto t = tokens(14);
   {
-    auto seq = filled(pool, 4, 14);
+    auto seq = filled(pools, 4, 14);
     cache.insert(t, seq);
     EXPECT_EQ(cache.n_entries(), 1);
     auto hit = cache.lookup(t, 100);
@@ -62,12 +63,13 @@ TEST(PrefixCache, LookupReturnsLongestWholePagePrefix) {
 }
 
 TEST(PrefixCache, LongerCheckpointSupersedesItsPrefix) {
-  helios::PagePool pool(32);
-  PrefixCache cache(pool, 4, 8);
+  helios::HistoryPools pools({{32, 0}});
+  helios::PagePool& pool = pools.pool(0);
+  PrefixCache cache(pools, 4, 8);
   const auto t = tokens(20);
-  auto short_seq = filled(pool, 4, 8);
+  auto short_seq = filled(pools, 4, 8);
   cache.insert(std::span(t).first(8), short_seq);
-  auto long_seq = filled(pool, 4, 20);
+  auto long_seq = filled(pools, 4, 20);
   cache.insert(t, long_seq);
   EXPECT_EQ(cache.n_entries(), 1);
   cache.insert(std::span(t).first(8), short_seq);  // already covered: refreshed only
@@ -76,10 +78,11 @@ TEST(PrefixCache, LongerCheckpointSupersedesItsPrefix) {
 }
 
 TEST(PrefixCache, BoundedLeastRecentlyUsed) {
-  helios::PagePool pool(64);
-  PrefixCache cache(pool, 4, 2);
+  helios::HistoryPools pools({{64, 0}});
+  helios::PagePool& pool = pools.pool(0);
+  PrefixCache cache(pools, 4, 2);
   for (int salt = 0; salt < 3; ++salt) {
-    auto seq = filled(pool, 4, 8);
+    auto seq = filled(pools, 4, 8);
     cache.insert(tokens(8, salt), seq);
     if (salt == 1) {
       EXPECT_EQ(cache.lookup(tokens(8, 0), 8).n_tokens(), 8);  // 0 is now more recent than 1
@@ -89,19 +92,20 @@ TEST(PrefixCache, BoundedLeastRecentlyUsed) {
   EXPECT_EQ(cache.lookup(tokens(8, 1), 8).n_tokens(), 0);
   EXPECT_EQ(cache.lookup(tokens(8, 0), 8).n_tokens(), 8);
   EXPECT_EQ(cache.lookup(tokens(8, 2), 8).n_tokens(), 8);
-  PrefixCache off(pool, 4, 0);
-  auto seq = filled(pool, 4, 8);
+  PrefixCache off(pools, 4, 0);
+  auto seq = filled(pools, 4, 8);
   off.insert(tokens(8, 5), seq);
   EXPECT_EQ(off.n_entries(), 0);
 }
 
 TEST(PrefixCache, EvictionPrefersCheckpointsThatFreePages) {
-  helios::PagePool pool(8);
-  PrefixCache cache(pool, 4, 8);
-  auto pinned = filled(pool, 4, 8);  // stays alive: its checkpoint frees nothing
+  helios::HistoryPools pools({{8, 0}});
+  helios::PagePool& pool = pools.pool(0);
+  PrefixCache cache(pools, 4, 8);
+  auto pinned = filled(pools, 4, 8);  // stays alive: its checkpoint frees nothing
   cache.insert(tokens(8, 0), pinned);
   {
-    auto seq = filled(pool, 4, 8);
+    auto seq = filled(pools, 4, 8);
     cache.insert(tokens(8, 1), seq);
   }
   EXPECT_EQ(pool.n_free(), 4);
@@ -113,14 +117,50 @@ TEST(PrefixCache, EvictionPrefersCheckpointsThatFreePages) {
 }
 
 TEST(PrefixCache, ZeroTokenAndShortInsertsAreIgnored) {
-  helios::PagePool pool(8);
-  PrefixCache cache(pool, 4, 8);
-  auto seq = filled(pool, 4, 3);
+  helios::HistoryPools pools({{8, 0}});
+  helios::PagePool& pool = pools.pool(0);
+  PrefixCache cache(pools, 4, 8);
+  auto seq = filled(pools, 4, 3);
   cache.insert(tokens(3), seq);
   EXPECT_EQ(cache.n_entries(), 0);
-  auto longer = filled(pool, 4, 8);
+  auto longer = filled(pools, 4, 8);
   cache.insert(tokens(2), longer);  // fewer tokens than pages cover: nothing whole
   EXPECT_EQ(cache.n_entries(), 0);
+}
+
+TEST(PrefixCache, WithASlidingWindowACheckpointHitsOnlyWhereItsWindowIsHeld) {
+  // Pages of 4 tokens; group 1 reads the last 6 positions.
+  helios::HistoryPools pools({{32, 0}, {32, 6}});
+  PrefixCache cache(pools, 4, 8);
+  const auto t = tokens(24);
+  {
+    auto prompt = filled(pools, 4, 12);
+    cache.insert(std::span(t).first(12), prompt);  // every page held: a checkpoint at 12
+    auto answer = filled(pools, 4, 24);
+    answer.release_behind(24);  // reads 19..24: pages of 0..15 go back in group 1
+    cache.insert(t, answer);    // a checkpoint at 24 that holds only its window
+  }
+  // Both stay: the longer one cannot stand in for the shorter (its window there is gone).
+  EXPECT_EQ(cache.n_entries(), 2);
+  auto at_end = cache.lookup(t, 100);
+  EXPECT_EQ(at_end.n_tokens(), 24);
+  EXPECT_TRUE(at_end.holds_window_at(24));
+  // A cut at 20 would read 15..20 of the long checkpoint, given back: the prompt's checkpoint
+  // serves 12 instead.
+  auto cut = cache.lookup(t, 20);
+  EXPECT_EQ(cut.n_tokens(), 12);
+  EXPECT_TRUE(cut.holds_window_at(12));
+  at_end.free();
+  cut.free();
+  // A sequence that gave back the window of its own cut is no checkpoint at all.
+  auto late = filled(pools, 4, 20);
+  late.release_behind(30);
+  cache.insert(tokens(20, 3), late);
+  EXPECT_EQ(cache.n_entries(), 2);
+  late.free();
+  cache.clear();
+  EXPECT_EQ(pools.pool(0).n_used(), 0);
+  EXPECT_EQ(pools.pool(1).n_used(), 0);
 }
 
 }  // namespace

@@ -282,7 +282,10 @@ class CountingBackend final : public helios::Backend {
   void kv_copy_pages(helios::KvCache& cache, std::span<const helios::PageCopy> copies) override {
     inner_.kv_copy_pages(cache, copies);
   }
-  void begin_step(const helios::Step& step, const helios::KvCache& cache) override { inner_.begin_step(step, cache); }
+  using helios::Backend::begin_step;
+  void begin_step(const helios::Step& step, std::span<const helios::KvCache* const> caches) override {
+    inner_.begin_step(step, caches);
+  }
   void embedding(const helios::Tensor& table, helios::Tensor out) override { inner_.embedding(table, out); }
   void rms_norm(const helios::Tensor& x, helios::Tensor* residual, const helios::Tensor& weight, float eps,
                 helios::Tensor out) override {

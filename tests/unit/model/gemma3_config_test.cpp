@@ -113,9 +113,13 @@ TEST(Gemma3Config, WeightTableStoresNormsPlusOne) {
   // embed + final norm + 6 x (qkv, o, gate_up, down, 2 head norms, 4 norms)
   const std::int64_t layer = 64 * 256 + 64 * 128 + 64 * 256 + 128 * 64 + 2 * 64 + 4 * 64;
   EXPECT_EQ(spec.n_parameters(), 256 * 64 + 64 + 6 * layer);
-  // History: one storage group, sliding layers keep their window.
+  // History: the global layers' group first, then the sliding layers', which keep their window.
   const auto history = architecture_of(spec).history(spec);
-  EXPECT_EQ(helios::history_groups(history).size(), 1u);
+  const auto groups = helios::history_groups(history);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].window(), 0);
+  EXPECT_EQ(groups[1].window(), 8);
+  EXPECT_EQ(groups[0].layers.size() + groups[1].layers.size(), 6u);
   EXPECT_EQ(std::get<helios::PagedKvSpec>(history[0]).sliding_window, 8);
 }
 

@@ -53,7 +53,7 @@ inline std::int32_t argmax(const float* logits, std::int32_t n) {
 struct Runner {
   std::unique_ptr<helios::cpu::CpuBackend> backend;
   std::unique_ptr<Model> model;
-  helios::KvCache cache;
+  helios::HistoryCaches cache;
   std::unique_ptr<helios::PagePool> pool;
   std::int32_t page_size = 4;
   helios::Tensor last_logits_;
@@ -62,7 +62,7 @@ struct Runner {
                   std::int32_t page_size_tokens = 4, int n_threads = 2)
       : backend(std::make_unique<helios::cpu::CpuBackend>(n_threads)), page_size(page_size_tokens) {
     model = Model::load(dir, *backend);
-    cache = backend->allocate_kv_cache(model->kv_cache_layout(n_pages, page_size_tokens, kv));
+    cache = helios::history_allocate(*backend, model->kv_cache_layout(n_pages, page_size_tokens, kv));
     pool = std::make_unique<helios::PagePool>(n_pages);
   }
 
@@ -86,7 +86,7 @@ struct Runner {
       step.tokens.insert(step.tokens.end(), tokens[i].begin(), tokens[i].end());
       step.rows.push_back(row);
     }
-    if (!copies.empty()) backend->kv_copy_pages(cache, copies);
+    helios::history_copy_pages(*backend, cache, copies, true);  // one page id space for every group
     last_logits_ = model->forward_logits(step, cache);
     std::vector<float> out(std::size_t(last_logits_.rows * last_logits_.cols));
     std::memcpy(out.data(), last_logits_.data, out.size() * sizeof(float));  // CPU backend: host memory

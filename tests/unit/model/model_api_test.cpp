@@ -38,7 +38,10 @@ TEST(ModelApi, RejectsHostileSteps) {
   EXPECT_THROW(runner.model->forward(step, runner.cache), Error);
   step.block_tables = {0};
   EXPECT_NO_THROW(runner.model->forward(step, runner.cache));
-  helios::KvCache wrong = runner.backend->allocate_kv_cache({1, 8, 4, 1, 128, helios::DType::bf16});
+  helios::HistoryLayout other;
+  other.groups = {{1, 8, 4, 1, 128, helios::DType::bf16}};
+  other.layers = {{0, 0}};
+  helios::HistoryCaches wrong = helios::history_allocate(*runner.backend, other);
   EXPECT_THROW(runner.model->forward(step, wrong), Error);  // layout of another model
 }
 

@@ -79,11 +79,11 @@ void expect_replays_match_eager(const std::string& fixture) {
   auto eager = Model::load(dir, eager_backend);
   auto graphed = Model::load(dir, graph_backend);
   const std::int32_t n_pages = 64, page = 4, scratch = n_pages, chunk = 8;
-  helios::KvCache eager_cache = eager_backend.allocate_kv_cache(eager->kv_cache_layout(n_pages + 1, page, DType::f32));
-  helios::KvCache graph_cache = graph_backend.allocate_kv_cache(graphed->kv_cache_layout(n_pages + 1, page, DType::f32));
+  helios::HistoryCaches eager_cache = helios::history_allocate(eager_backend, eager->kv_cache_layout(n_pages + 1, page, DType::f32));
+  helios::HistoryCaches graph_cache = helios::history_allocate(graph_backend, graphed->kv_cache_layout(n_pages + 1, page, DType::f32));
   graphed->reserve(20, 4, 4, 4 * 20);  // room for the prompts below
-  for (const std::int32_t rows : {4, 2, 1}) ASSERT_TRUE(graphed->capture_decode_graph(rows, graph_cache, scratch));
-  ASSERT_TRUE(graphed->capture_prefill_graph(chunk, 1, graph_cache, scratch));
+  for (const std::int32_t rows : {4, 2, 1}) ASSERT_TRUE(graphed->capture_decode_graph(rows, graph_cache, {scratch}));
+  ASSERT_TRUE(graphed->capture_prefill_graph(chunk, 1, graph_cache, {scratch}));
   EXPECT_EQ(graphed->n_decode_graphs(), 3);
   EXPECT_EQ(graphed->n_prefill_graphs(), 1);
   const int captures_at_start = graph_backend.n_captures;
@@ -116,8 +116,8 @@ void expect_replays_match_eager(const std::string& fixture) {
   // A step larger than reserved grows the arena: the next decode step recaptures, then replays.
   std::vector<std::int32_t> long_prompt(40, 5);
   Sequences c(n_pages, 1, page), d(n_pages, 1, page);
-  helios::KvCache eager_cache2 = eager_backend.allocate_kv_cache(eager->kv_cache_layout(n_pages + 1, page, DType::f32));
-  helios::KvCache graph_cache2 = graph_backend.allocate_kv_cache(graphed->kv_cache_layout(n_pages + 1, page, DType::f32));
+  helios::HistoryCaches eager_cache2 = helios::history_allocate(eager_backend, eager->kv_cache_layout(n_pages + 1, page, DType::f32));
+  helios::HistoryCaches graph_cache2 = helios::history_allocate(graph_backend, graphed->kv_cache_layout(n_pages + 1, page, DType::f32));
   EXPECT_TRUE(same_bits(graphed->forward(d.step({long_prompt}), graph_cache2),
                         eager->forward(c.step({long_prompt}), eager_cache2)));
   EXPECT_EQ(graph_backend.n_replays, 5) << "no graph has that shape";

@@ -1,0 +1,144 @@
+// The scheduler with a sliding-window history group (EngineOptions::kv_groups): its pool holds a
+// few pages per sequence, its sequences give back the pages the window has left behind, and what
+// every row's window reads is in its pages. A shadow KV of each group records the token written at
+// every slot, so a row's window in group 1 must hold the same tokens as group 0 there.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "helios/history.h"
+#include "scheduler_harness.h"
+
+namespace flare::engine::testing {
+namespace {
+
+constexpr std::int32_t kWindow = 8;
+
+struct ShadowKv {
+  std::map<std::int64_t, TokenId> slots;  // page * page_size + offset -> token written there
+  void copy(const helios::PageCopy& c, std::int32_t page_size) {
+    for (std::int32_t i = 0; i < page_size; ++i) {
+      auto it = slots.find(std::int64_t(c.src_page) * page_size + i);
+      if (it != slots.end()) slots[std::int64_t(c.dst_page) * page_size + i] = it->second;
+    }
+  }
+};
+
+EngineOptions windowed_options(std::int32_t window_pool_pages) {
+  EngineOptions o = small_options();
+  o.kv_groups = {{o.n_pages, 0}, {window_pool_pages, kWindow}};
+  return o;
+}
+
+// Runs every request to the end, checking each step's window in group 1 against group 0, and
+// returns the tokens by request.
+std::map<RequestHandle, std::vector<TokenId>> run_checked(const EngineOptions& o,
+                                                          const std::vector<GenerationRequest>& requests,
+                                                          std::int32_t* max_window_pages_used) {
+  Scheduler scheduler(o);
+  FakeModel model(o.n_pages, o.page_size_tokens, kVocab);
+  const std::int32_t page = o.page_size_tokens;
+  const std::int32_t released = scheduler.pools().released_page_id(1);
+  std::map<RequestHandle, std::vector<TokenId>> tokens;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    scheduler.add(RequestHandle(i + 1), requests[i], params_of(requests[i], 7), 0.0);
+  }
+  ShadowKv kv[2];
+  double now = 0.0;
+  for (int n = 0; n < 10000 && scheduler.has_work(); ++n) {
+    StepPlan plan = scheduler.schedule(now += 1.0);
+    EXPECT_FALSE(plan.empty());
+    if (plan.empty()) break;
+    const std::vector<std::int32_t> n_pages{o.n_pages, released + 1};
+    helios::step_validate(plan.step, n_pages, page);
+    EXPECT_EQ(plan.step.group_block_tables.size(), 1u);
+    std::vector<helios::PageCopy> group0;
+    for (const auto& c : plan.page_copies) {
+      kv[c.group].copy(c, page);
+      if (c.group == 0) group0.push_back(c);
+    }
+    std::int32_t t = 0;
+    for (const helios::StepRow& row : plan.step.rows) {
+      const auto table = [&](std::int32_t g, std::int32_t position) {
+        return plan.step.table(g)[std::size_t(row.first_block + position / page)];
+      };
+      // What the row's first query reads of its past: the same tokens in both groups.
+      for (std::int32_t p = std::max(0, row.start_position - kWindow + 1); p < row.start_position; ++p) {
+        const std::int32_t page1 = table(1, p);
+        EXPECT_NE(page1, released) << "position " << p << " of a row from " << row.start_position;
+        const auto want = kv[0].slots.find(std::int64_t(table(0, p)) * page + p % page);
+        const auto got = kv[1].slots.find(std::int64_t(page1) * page + p % page);
+        EXPECT_NE(want, kv[0].slots.end());
+        EXPECT_NE(got, kv[1].slots.end()) << "position " << p;
+        if (want != kv[0].slots.end() && got != kv[1].slots.end()) {
+          EXPECT_EQ(got->second, want->second) << "position " << p;
+        }
+      }
+      for (std::int32_t i = 0; i < row.n_tokens; ++i) {
+        const std::int32_t p = row.start_position + i;
+        for (std::int32_t g = 0; g < 2; ++g) {
+          kv[g].slots[std::int64_t(table(g, p)) * page + p % page] = plan.step.tokens[std::size_t(t + i)];
+        }
+      }
+      t += row.n_tokens;
+    }
+    if (max_window_pages_used) {
+      *max_window_pages_used = std::max(*max_window_pages_used, scheduler.pools().pool(1).n_used());
+    }
+    const SamplingPlan sampling = scheduler.plan_sampling(plan, kVocab);
+    StepResults results;
+    model.run(plan.step, group0, sampling, results);
+    for (auto& ro : scheduler.apply(plan, sampling, results, kVocab)) {
+      for (auto& o : ro.outputs) {
+        EXPECT_NE(o.finish_reason, FinishReason::error) << o.error_message;
+        for (auto& token : o.tokens) tokens[ro.handle].push_back(token.token_id);
+      }
+    }
+  }
+  EXPECT_FALSE(scheduler.has_work());
+  // Every page still held belongs to the prefix cache, in both groups.
+  EXPECT_EQ(scheduler.pools().pool(0).n_used(), scheduler.prefix_cache().n_pages_exclusive(0));
+  EXPECT_EQ(scheduler.pools().pool(1).n_used(), scheduler.prefix_cache().n_pages_exclusive(1));
+  scheduler.prefix_cache().clear();
+  EXPECT_EQ(scheduler.pools().pool(0).n_used(), 0);
+  EXPECT_EQ(scheduler.pools().pool(1).n_used(), 0);
+  return tokens;
+}
+
+TEST(SchedulerWindows, AWindowPoolFarSmallerThanTheSequencesServesThemWithTheSameTokens) {
+  const EngineOptions plain = small_options();
+  // A pool of the window's pages per slot: four sequences of 100 tokens hold 100 pages of 4 in a
+  // pool that keeps every page, the window group at most 4 x 7.
+  const std::int32_t per_slot = helios::history_window_pages(kWindow, plain.prefill_chunk_tokens, plain.page_size_tokens);
+  const EngineOptions windowed = windowed_options(plain.max_concurrency * per_slot);
+  std::vector<GenerationRequest> requests;
+  for (std::int32_t i = 0; i < 4; ++i) requests.push_back(make_request(iota_prompt(40, i + 1), 60));
+  requests.push_back(make_request(iota_prompt(40, 1), 20));  // a prefix hit on the first prompt
+  std::int32_t max_used = 0;
+  const auto got = run_checked(windowed, requests, &max_used);
+  EXPECT_LE(max_used, plain.max_concurrency * per_slot);
+  EXPECT_GT(max_used, 0);
+
+  Harness reference(plain);
+  for (const auto& r : requests) reference.add(r);
+  reference.run_all();
+  for (const auto& [handle, tokens] : got) EXPECT_EQ(tokens, reference.tokens[handle][0]) << "request " << handle;
+  EXPECT_EQ(got.size(), requests.size());
+}
+
+TEST(SchedulerWindows, ChoicesForkAndSampleWithinTheWindowPool) {
+  const EngineOptions plain = small_options();
+  const std::int32_t per_slot = helios::history_window_pages(kWindow, plain.prefill_chunk_tokens, plain.page_size_tokens);
+  const EngineOptions windowed = windowed_options(plain.max_concurrency * per_slot);
+  GenerationRequest forked = make_request(iota_prompt(30, 3), 50, 1.0f);
+  forked.n = 3;
+  forked.sampling.seed = 11;
+  std::int32_t max_used = 0;
+  const auto got = run_checked(windowed, {forked, make_request(iota_prompt(9, 5), 70)}, &max_used);
+  EXPECT_LE(max_used, plain.max_concurrency * per_slot);
+  EXPECT_EQ(got.at(1).size(), 3u * 50u);
+  EXPECT_EQ(got.at(2).size(), 70u);
+}
+
+}  // namespace
+}  // namespace flare::engine::testing
