@@ -34,7 +34,8 @@ EngineOptions windowed_options(std::int32_t window_pool_pages) {
 // returns the tokens by request.
 std::map<RequestHandle, std::vector<TokenId>> run_checked(const EngineOptions& o,
                                                           const std::vector<GenerationRequest>& requests,
-                                                          std::int32_t* max_window_pages_used) {
+                                                          std::int32_t* max_window_pages_used,
+                                                          std::int32_t* max_rows = nullptr) {
   Scheduler scheduler(o);
   FakeModel model(o.n_pages, o.page_size_tokens, kVocab);
   const std::int32_t page = o.page_size_tokens;
@@ -82,6 +83,7 @@ std::map<RequestHandle, std::vector<TokenId>> run_checked(const EngineOptions& o
       }
       t += row.n_tokens;
     }
+    if (max_rows) *max_rows = std::max(*max_rows, plan.step.n_rows());
     if (max_window_pages_used) {
       *max_window_pages_used = std::max(*max_window_pages_used, scheduler.pools().pool(1).n_used());
     }
@@ -107,17 +109,19 @@ std::map<RequestHandle, std::vector<TokenId>> run_checked(const EngineOptions& o
 
 TEST(SchedulerWindows, AWindowPoolFarSmallerThanTheSequencesServesThemWithTheSameTokens) {
   const EngineOptions plain = small_options();
-  // A pool of the window's pages per slot: four sequences of 100 tokens hold 100 pages of 4 in a
-  // pool that keeps every page, the window group at most 4 x 7.
+  // A pool of the window's pages per slot (4 x 7 pages of 4 tokens) for four sequences of 140
+  // tokens: each alone would hold 35 pages in a pool that keeps every page.
   const std::int32_t per_slot = helios::history_window_pages(kWindow, plain.prefill_chunk_tokens, plain.page_size_tokens);
   const EngineOptions windowed = windowed_options(plain.max_concurrency * per_slot);
+  ASSERT_LT(windowed.kv_groups[1].n_pages, 140 / plain.page_size_tokens);
   std::vector<GenerationRequest> requests;
-  for (std::int32_t i = 0; i < 4; ++i) requests.push_back(make_request(iota_prompt(40, i + 1), 60));
+  for (std::int32_t i = 0; i < 4; ++i) requests.push_back(make_request(iota_prompt(40, i + 1), 100));
   requests.push_back(make_request(iota_prompt(40, 1), 20));  // a prefix hit on the first prompt
-  std::int32_t max_used = 0;
-  const auto got = run_checked(windowed, requests, &max_used);
+  std::int32_t max_used = 0, max_rows = 0;
+  const auto got = run_checked(windowed, requests, &max_used, &max_rows);
   EXPECT_LE(max_used, plain.max_concurrency * per_slot);
   EXPECT_GT(max_used, 0);
+  EXPECT_EQ(max_rows, plain.max_concurrency);  // all four ran side by side in the small pool
 
   Harness reference(plain);
   for (const auto& r : requests) reference.add(r);
