@@ -49,6 +49,9 @@ entry=$("$BIN/ignition" export "$CHECKPOINT" --cpu --plain --model-cache "$CACHE
 [[ -d $entry ]] || fail "export printed '$entry', not a cache entry"
 "$BIN/flare" inspect "$entry" --plain >"$WORK/inspect.txt" 2>&1 || { cat "$WORK/inspect.txt" >&2; fail "flare inspect failed"; }
 grep -q "Gemma3ForCausalLM" "$WORK/inspect.txt" || { cat "$WORK/inspect.txt" >&2; fail "inspect does not name Gemma3ForCausalLM"; }
+"$BIN/flare" inspect "$entry" --plain --memory-map >"$WORK/memory.txt" 2>&1 || { cat "$WORK/memory.txt" >&2; fail "flare inspect --memory-map failed"; }
+tr -s ' \n│' ' ' <"$WORK/memory.txt" | grep -q "sliding-window layers: two windows" ||
+  { cat "$WORK/memory.txt" >&2; fail "inspect does not show the sliding-window pages a request keeps"; }
 fingerprint=$(node -e 'const p = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
                        process.stdout.write(p.keys[0].fingerprint)' "$HOME/.config/flare/development-publisher.json")
 [[ $fingerprint =~ ^[0-9a-f]{64}$ ]] || fail "development key fingerprint '$fingerprint'"
@@ -69,6 +72,8 @@ for ((i = 0; i < 600; i++)); do
 done
 curl -fsS "http://127.0.0.1:$port/health" >/dev/null || fail "no /health after 60 s"
 echo "serving on port $port after $((i / 10)).$((i % 10)) s"
+grep -q "pages for sliding-window layers" "$LOG" ||
+  { cat "$LOG" >&2; fail "flare run did not set a page pool aside for the sliding-window layers"; }
 
 step "Gemma 3 SDK suite"
 FLARE_URL=http://127.0.0.1:$port FLARE_API_KEY=$api_key node "$HERE/lib/gemma3_suite.mjs" || fail "Gemma 3 SDK suite failed"
