@@ -235,6 +235,13 @@ StepPlan Scheduler::schedule(double now_ms) {
   std::int32_t verify_budget = options_.speculative_token_capacity;  // tokens of this step's verify rows
   ++schedule_stamp_;
   bool admissions_blocked = false;
+  // Sliding-window groups first give back what no query from here on reads: between steps every
+  // sequence holds about a window there, whatever its last step computed.
+  for (auto& r : running_) {
+    for (auto& c : r->choices) {
+      if (c.active() && c.forked) c.pages.release_behind(c.n_computed);
+    }
+  }
   auto cands = candidates(now_ms);
   for (const Candidate& cand : cands) {
     Request& r = *cand.request;

@@ -112,8 +112,10 @@ std::int32_t history_window_pages(std::int32_t window, std::int32_t step_tokens,
 
 std::int32_t history_window_pool_pages(std::int32_t window, std::int64_t concurrency, std::int32_t step_tokens,
                                        std::int32_t page_size_tokens) {
-  const std::int64_t pages =
-      2 * std::max<std::int64_t>(concurrency, 1) * history_window_pages(window, step_tokens, page_size_tokens);
+  const std::int64_t slots = std::max<std::int64_t>(concurrency, 1);
+  const std::int64_t per_slot = (std::int64_t(window) + page_size_tokens - 1) / page_size_tokens + 2;
+  const std::int64_t step = (std::int64_t(std::max(step_tokens, 1)) + page_size_tokens - 1) / page_size_tokens;
+  const std::int64_t pages = 2 * slots * per_slot + step + slots;
   return std::int32_t(std::min<std::int64_t>(pages, std::int64_t{1} << 30));
 }
 

@@ -93,8 +93,10 @@ std::size_t history_group_page_bytes(const HistoryGroup& group, std::int32_t pag
 // up to step_tokens of it: the window behind the step's first token, the step's own tokens, and a
 // page of partial overlap at each end.
 std::int32_t history_window_pages(std::int32_t window, std::int32_t step_tokens, std::int32_t page_size_tokens);
-// The pages of a sliding-window group's pool for `concurrency` request slots: two windows a slot
-// (the running sequence's, and room for prefix checkpoints).
+// The pages of a sliding-window group's pool for `concurrency` request slots. Between steps a
+// sequence holds the pages of its window (ceil(window / page) + 1, and one more where a page
+// straddles its end); a step adds its own tokens' pages (step_tokens over every row, and a partial
+// page a row). The pool holds two windows a slot (room for prefix checkpoints) and one step.
 std::int32_t history_window_pool_pages(std::int32_t window, std::int64_t concurrency, std::int32_t step_tokens,
                                        std::int32_t page_size_tokens);
 // The bytes of every sliding-window pool of a model whose group 0 keeps a full history (0 when

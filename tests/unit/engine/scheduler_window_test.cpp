@@ -35,7 +35,8 @@ EngineOptions windowed_options(std::int32_t window_pool_pages) {
 std::map<RequestHandle, std::vector<TokenId>> run_checked(const EngineOptions& o,
                                                           const std::vector<GenerationRequest>& requests,
                                                           std::int32_t* max_window_pages_used,
-                                                          std::int32_t* max_rows = nullptr) {
+                                                          std::int32_t* max_rows = nullptr,
+                                                          std::int64_t* n_preemptions = nullptr) {
   Scheduler scheduler(o);
   FakeModel model(o.n_pages, o.page_size_tokens, kVocab);
   const std::int32_t page = o.page_size_tokens;
@@ -98,6 +99,7 @@ std::map<RequestHandle, std::vector<TokenId>> run_checked(const EngineOptions& o
     }
   }
   EXPECT_FALSE(scheduler.has_work());
+  if (n_preemptions) *n_preemptions = scheduler.counters().n_preemptions;
   // Every page still held belongs to the prefix cache, in both groups.
   EXPECT_EQ(scheduler.pools().pool(0).n_used(), scheduler.prefix_cache().n_pages_exclusive(0));
   EXPECT_EQ(scheduler.pools().pool(1).n_used(), scheduler.prefix_cache().n_pages_exclusive(1));
@@ -142,6 +144,26 @@ TEST(SchedulerWindows, ChoicesForkAndSampleWithinTheWindowPool) {
   EXPECT_LE(max_used, plain.max_concurrency * per_slot);
   EXPECT_EQ(got.at(1).size(), 3u * 50u);
   EXPECT_EQ(got.at(2).size(), 70u);
+}
+
+TEST(SchedulerWindows, ThePoolFlareRunSizesServesEverySlotWithoutPreemption) {
+  EngineOptions o = small_options();
+  const std::int32_t pages =
+      helios::history_window_pool_pages(kWindow, o.max_concurrency, o.step_token_budget(), o.page_size_tokens);
+  o.kv_groups = {{o.n_pages, 0}, {pages, kWindow}};
+  // Long prompts prefill in chunks beside decoding rows; one request forks three choices.
+  std::vector<GenerationRequest> requests;
+  for (std::int32_t i = 0; i < 3; ++i) requests.push_back(make_request(iota_prompt(60 + 9 * i, i + 2), 40));
+  GenerationRequest forked = make_request(iota_prompt(33, 9), 30, 1.0f);
+  forked.n = 2;
+  forked.sampling.seed = 5;
+  requests.push_back(forked);
+  std::int32_t max_used = 0, max_rows = 0;
+  std::int64_t n_preemptions = -1;
+  run_checked(o, requests, &max_used, &max_rows, &n_preemptions);
+  EXPECT_EQ(n_preemptions, 0);
+  EXPECT_EQ(max_rows, o.max_concurrency);
+  EXPECT_LE(max_used, pages);
 }
 
 }  // namespace

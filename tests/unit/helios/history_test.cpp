@@ -40,15 +40,16 @@ TEST(History, SlidingLayersFormAGroupAfterTheGlobalOnes) {
   EXPECT_EQ(history_kinds({layers[5]}), "attention");
 }
 
-TEST(History, AWindowPoolHoldsTwoWindowsAndAStepASlot) {
-  // A window of 1024 tokens and steps of up to 256: 1280 tokens, 80 pages of 16, one more for the
-  // partial overlap; two such windows a slot.
+TEST(History, AWindowPoolHoldsTwoWindowsASlotAndOneStep) {
+  // A window of 1024 tokens and steps of up to 256: a row holds 1280 tokens, 80 pages of 16, one
+  // more for the partial overlap.
   EXPECT_EQ(history_window_pages(1024, 256, 16), 81);
-  EXPECT_EQ(history_window_pool_pages(1024, 4, 256, 16), 2 * 4 * 81);
+  // Four slots: two windows of 64 + 2 pages each, the step's 16 pages and a partial page a row.
+  EXPECT_EQ(history_window_pool_pages(1024, 4, 256, 16), 2 * 4 * 66 + 16 + 4);
   std::vector<HistorySpec> layers;
   for (int i = 0; i < 6; ++i) layers.emplace_back(PagedKvSpec{4, 256, 256, i == 5 ? 0 : 1024});
   const std::uint64_t page_bytes = 5u * 16 * 4 * 512 * 2;  // five layers' K and V of a page
-  EXPECT_EQ(history_window_pool_bytes(layers, 4, 256, 16, DType::bf16), (2u * 4 * 81 + 1) * page_bytes);
+  EXPECT_EQ(history_window_pool_bytes(layers, 4, 256, 16, DType::bf16), (2u * 4 * 66 + 16 + 4 + 1) * page_bytes);
   // Every layer sliding: no separate pool, each group is sized by tokens.
   const std::vector<HistorySpec> sliding(3, PagedKvSpec{2, 64, 64, 512});
   EXPECT_EQ(history_window_pool_bytes(sliding, 4, 256, 16, DType::bf16), 0u);
