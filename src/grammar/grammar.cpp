@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <queue>
 
 #include <fmt/format.h>
 
@@ -282,7 +283,57 @@ Grammar GrammarBuilder::build(std::uint32_t root, const std::string& path) const
     }
     g.rule_alt_begin_.push_back(static_cast<std::uint32_t>(g.alt_starts_.size()));
   }
+  g.compute_min_lengths();
   return g;
+}
+
+void Grammar::compute_min_lengths() {
+  // Shortest derivations, Knuth's generalisation of Dijkstra's algorithm: an alternative's length
+  // is known once every rule it uses is final; the shortest known one finalises its rule.
+  const auto n = static_cast<std::uint32_t>(n_rules());
+  min_length_.assign(n, kFarCost);
+  min_rest_.assign(code_.size(), kFarCost);
+  std::vector<bool> final(n, false);
+  std::vector<std::uint32_t> alt_rule(alt_starts_.size());
+  std::vector<std::uint32_t> pending(alt_starts_.size(), 0);  // rule elements not yet final
+  std::vector<std::uint64_t> known(alt_starts_.size(), 0);    // the lengths of the final ones
+  std::vector<std::vector<std::uint32_t>> users(n);           // rule -> alternatives using it, once per use
+  using Entry = std::pair<std::uint64_t, std::uint32_t>;      // (length, rule)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+  for (std::uint32_t r = 0; r < n; ++r) {
+    for (auto a = rule_alt_begin_[r]; a < rule_alt_begin_[r + 1]; ++a) {
+      alt_rule[a] = r;
+      for (auto p = alt_starts_[a]; code_[p] != kEnd; ++p) {
+        if (is_rule(code_[p])) {
+          ++pending[a];
+          users[rule_of(code_[p])].push_back(a);
+        } else {
+          ++known[a];
+        }
+      }
+      if (pending[a] == 0) queue.emplace(known[a], r);
+    }
+  }
+  while (!queue.empty()) {
+    const auto [length, r] = queue.top();
+    queue.pop();
+    if (final[r]) continue;
+    final[r] = true;
+    min_length_[r] = static_cast<std::uint32_t>(std::min<std::uint64_t>(length, kFarCost));
+    for (auto a : users[r]) {
+      known[a] += min_length_[r];
+      if (--pending[a] == 0) queue.emplace(known[a], alt_rule[a]);
+    }
+  }
+  auto element_length = [&](std::uint32_t e) { return is_rule(e) ? min_length_[rule_of(e)] : 1u; };
+  // Suffix sums within each alternative, from its end back.
+  for (std::size_t p = code_.size(); p-- > 0;) {
+    if (code_[p] == kEnd) {
+      min_rest_[p] = 0;
+    } else {
+      min_rest_[p] = static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t(element_length(code_[p])) + min_rest_[p + 1], kFarCost));
+    }
+  }
 }
 
 namespace {

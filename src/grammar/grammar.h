@@ -68,6 +68,12 @@ class Grammar {
   std::size_t n_rules() const { return rule_names_.size(); }
   std::size_t n_elements() const { return code_.size(); }
   const std::string& rule_name(std::uint32_t rule) const { return rule_names_[rule]; }
+  // The fewest bytes that finish the alternative from `position` (its element included), and the
+  // fewest a rule derives: what closing a text takes when the token budget runs out. Saturates at
+  // kFarCost.
+  static constexpr std::uint32_t kFarCost = 1u << 30;
+  std::uint32_t min_rest(std::uint32_t position) const { return min_rest_[position]; }
+  std::uint32_t min_length(std::uint32_t rule) const { return min_length_[rule]; }
   // The grammar in GBNF-like text (tests and debugging).
   std::string describe() const;
 
@@ -78,7 +84,10 @@ class Grammar {
   std::vector<std::uint32_t> alt_starts_;
   std::vector<std::uint32_t> rule_alt_begin_;  // [n_rules + 1] into alt_starts_
   std::vector<std::string> rule_names_;
+  std::vector<std::uint32_t> min_rest_;    // [code size]
+  std::vector<std::uint32_t> min_length_;  // [n_rules]
   std::uint32_t root_ = 0;
+  void compute_min_lengths();
 };
 
 class GrammarBuilder {

@@ -10,6 +10,8 @@ constexpr std::uint64_t pair_key(std::uint32_t position, std::uint32_t parent) {
   return (std::uint64_t(position) << 32) | parent;
 }
 
+constexpr std::uint32_t kUnknownCost = 0xFFFFFFFFu;
+
 inline std::size_t hash_key(std::uint64_t key) {
   key ^= key >> 33;
   key *= 0xff51afd7ed558ccdULL;
@@ -152,6 +154,86 @@ bool Matcher::advance(std::string_view bytes) {
   return true;
 }
 
+std::uint32_t Matcher::intern_state(const MatchState& state) {
+  std::string key(1, state.accepting ? 'A' : 'a');
+  key.append(reinterpret_cast<const char*>(state.leaves.data()), state.leaves.size() * sizeof(std::uint32_t));
+  auto [it, inserted] = state_index_.emplace(std::move(key), static_cast<std::uint32_t>(states_.size()));
+  if (inserted) {
+    states_.push_back(state);
+    state_cost_.push_back(kUnknownCost);
+  }
+  return it->second;
+}
+
+std::uint32_t Matcher::transition(std::uint32_t state, std::uint8_t byte) {
+  if ((n_transitions_ + 1) * 2 > transition_keys_.size()) {
+    std::vector<std::uint64_t> keys(std::max<std::size_t>(1024, transition_keys_.size() * 2), 0);
+    std::vector<std::uint32_t> values(keys.size(), 0);
+    const std::size_t mask = keys.size() - 1;
+    for (std::size_t i = 0; i < transition_keys_.size(); ++i) {
+      if (transition_keys_[i] == 0) continue;
+      std::size_t slot = hash_key(transition_keys_[i]) & mask;
+      while (keys[slot] != 0) slot = (slot + 1) & mask;
+      keys[slot] = transition_keys_[i];
+      values[slot] = transition_values_[i];
+    }
+    transition_keys_ = std::move(keys);
+    transition_values_ = std::move(values);
+  }
+  const std::uint64_t key = ((std::uint64_t(state) << 8) | byte) + 1;
+  const std::size_t mask = transition_keys_.size() - 1;
+  std::size_t slot = hash_key(key) & mask;
+  while (transition_keys_[slot] != 0) {
+    if (transition_keys_[slot] == key) return transition_values_[slot];
+    slot = (slot + 1) & mask;
+  }
+  step(states_[state], byte, step_scratch_);
+  const std::uint32_t next = step_scratch_.dead() ? kDeadState : intern_state(step_scratch_);
+  // intern_state may not rehash the table: the slot found above is still the free one.
+  transition_keys_[slot] = key;
+  transition_values_[slot] = next;
+  ++n_transitions_;
+  return next;
+}
+
+std::uint32_t Matcher::interned_cost(std::uint32_t state) {
+  if (state_cost_[state] == kUnknownCost) state_cost_[state] = completion_cost(states_[state]);
+  return state_cost_[state];
+}
+
+std::uint32_t Matcher::node_cost(std::uint32_t node) {
+  // A stack's cost: what its top needs to finish its alternative, then each caller's rest.
+  if (node_cost_.size() < nodes_.size()) node_cost_.resize(nodes_.size(), kUnknownCost);
+  cost_chain_.clear();
+  std::uint32_t id = node;
+  std::uint64_t base = 0;
+  for (; id != kRoot; id = nodes_[id].parent) {
+    if (node_cost_[id] != kUnknownCost) {
+      base = node_cost_[id];
+      break;
+    }
+    cost_chain_.push_back(id);
+  }
+  for (auto it = cost_chain_.rbegin(); it != cost_chain_.rend(); ++it) {
+    base = std::min<std::uint64_t>(base + grammar_->min_rest(nodes_[*it].position), Grammar::kFarCost);
+    node_cost_[*it] = static_cast<std::uint32_t>(base);
+  }
+  return static_cast<std::uint32_t>(base);
+}
+
+std::uint32_t Matcher::completion_cost(const MatchState& state) {
+  if (state.accepting) return 0;
+  std::uint32_t best = Grammar::kFarCost;
+  for (auto leaf : state.leaves) best = std::min(best, node_cost(leaf));
+  return best;
+}
+
+std::uint32_t Matcher::max_stack_cost(const MatchState& state) {
+  std::uint32_t most = 0;
+  for (auto leaf : state.leaves) most = std::max(most, node_cost(leaf));
+  return most;
+}
+
 std::string Matcher::state_key(const MatchState& state) const {
   std::vector<std::string> stacks;
   stacks.reserve(state.leaves.size());
@@ -174,6 +256,12 @@ std::string Matcher::state_key(const MatchState& state) const {
 }
 
 void Matcher::compact() {
+  node_cost_.clear();
+  states_.clear();
+  state_index_.clear();
+  state_cost_.clear();
+  std::fill(transition_keys_.begin(), transition_keys_.end(), 0);
+  n_transitions_ = 0;
   std::vector<Node> old = std::move(nodes_);
   nodes_.clear();
   std::fill(index_keys_.begin(), index_keys_.end(), 0);

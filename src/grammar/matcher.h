@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -44,10 +45,27 @@ class Matcher {
 
   // `to` = `from` after `byte` (to.dead() when rejected). `from` must come from this matcher.
   void step(const MatchState& from, std::uint8_t byte, MatchState& to);
+  // The fewest bytes that complete a match from `state` (0 when it already is one);
+  // Grammar::kFarCost or more when out of reach. `state` must come from this matcher.
+  std::uint32_t completion_cost(const MatchState& state);
+  // The most bytes any one of its stacks needs (a bound on the cost after any next byte, plus one).
+  std::uint32_t max_stack_cost(const MatchState& state);
+  // Interned states and a memo of their transitions: the token masker walks a vocabulary trie
+  // whose paths revisit the same few states (inside a string, every character leads back to the
+  // state it left), so each step is one table lookup. Ids stay valid until compact().
+  static constexpr std::uint32_t kDeadState = 0xFFFFFFFFu;
+  std::uint32_t intern_state(const MatchState& state);
+  const MatchState& interned(std::uint32_t id) const { return states_[id]; }
+  // The interned state after `byte`, or kDeadState when the byte is rejected.
+  std::uint32_t transition(std::uint32_t state, std::uint8_t byte);
+  // completion_cost of an interned state, memoised.
+  std::uint32_t interned_cost(std::uint32_t state);
+
   // A key equal for states (of any matcher of this grammar) that accept exactly the same texts.
   std::string state_key(const MatchState& state) const;
   // Nodes held; compact() drops those no longer reachable from state().
   std::size_t n_nodes() const { return nodes_.size(); }
+  std::size_t n_states() const { return states_.size(); }
   void compact();
 
  private:
@@ -60,6 +78,7 @@ class Matcher {
   bool visit(std::uint64_t key);  // false when seen in this step
   void start_step();
   void grow_index();
+  std::uint32_t node_cost(std::uint32_t node);
 
   std::shared_ptr<const Grammar> grammar_;
   MatchState state_;
@@ -74,6 +93,16 @@ class Matcher {
   std::size_t n_visited_ = 0;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> work_;  // expansion worklist
   MatchState scratch_;
+  std::vector<MatchState> states_;                              // interned
+  std::unordered_map<std::string, std::uint32_t> state_index_;  // leaves and accepting -> id
+  std::vector<std::uint32_t> state_cost_;
+  // Open addressing: (state << 8 | byte) + 1 -> next state id (kDeadState: rejected); 0 empty.
+  std::vector<std::uint64_t> transition_keys_;
+  std::vector<std::uint32_t> transition_values_;
+  std::size_t n_transitions_ = 0;
+  MatchState step_scratch_;
+  std::vector<std::uint32_t> node_cost_;  // per node, memoised (kUnknownCost: not yet)
+  std::vector<std::uint32_t> cost_chain_;
 };
 
 }  // namespace flare::grammar

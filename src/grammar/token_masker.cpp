@@ -7,10 +7,13 @@
 namespace flare::grammar {
 
 VocabularyTrie::VocabularyTrie(const std::vector<std::string>& bytes, const std::vector<std::uint8_t>& excluded)
-    : vocab_size_(bytes.size()) {
+    : vocab_size_(bytes.size()), token_bytes_(bytes), excluded_(bytes.size(), 1) {
   std::vector<TokenId> order;
   for (std::size_t t = 0; t < bytes.size(); ++t) {
-    if (!bytes[t].empty() && (t >= excluded.size() || !excluded[t])) order.push_back(TokenId(t));
+    if (!bytes[t].empty() && (t >= excluded.size() || !excluded[t])) {
+      order.push_back(TokenId(t));
+      excluded_[t] = 0;
+    }
   }
   std::sort(order.begin(), order.end(), [&](TokenId a, TokenId b) { return bytes[std::size_t(a)] < bytes[std::size_t(b)]; });
   // Walk the sorted tokens keeping the open path; a node's subtree ends when the path leaves it.
@@ -51,42 +54,51 @@ VocabularyTrie::VocabularyTrie(const std::vector<std::string>& bytes, const std:
 }
 
 TokenMasker::TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const VocabularyTrie> trie,
-                         std::vector<TokenId> end_tokens, std::size_t max_cached_masks)
-    : grammar_(std::move(grammar)), trie_(std::move(trie)), end_tokens_(std::move(end_tokens)), max_cached_(max_cached_masks) {}
+                         std::size_t max_cache_bytes)
+    : grammar_(std::move(grammar)),
+      trie_(std::move(trie)),
+      max_cached_(std::max<std::size_t>(16, max_cache_bytes / (trie_->vocab_size() / 8 + 64))) {}
 
-TokenMask TokenMasker::compute(Matcher& matcher) const {
+StateMask TokenMasker::compute(Matcher& matcher, std::uint32_t max_cost_after) const {
   const VocabularyTrie& trie = *trie_;
-  TokenMask mask((trie.vocab_size() + 63) / 64, 0);
+  StateMask out;
+  out.bits.assign((trie.vocab_size() + 63) / 64, 0);
   const MatchState& start = matcher.state();
-  if (start.accepting) {
-    for (TokenId t : end_tokens_) {
-      if (t >= 0 && std::size_t(t) < trie.vocab_size()) mask_set(mask, t);
-    }
-  }
-  if (start.leaves.empty()) return mask;
-  // states[d]: the state after the first d bytes of the current trie path.
-  std::vector<MatchState> states(trie.max_depth() + 1);
-  states[0] = start;
+  if (start.leaves.empty()) return out;
+  // ids[d]: the interned state after the first d bytes of the current trie path.
+  thread_local std::vector<std::uint32_t> ids;
+  if (ids.size() < trie.max_depth() + 1) ids.resize(trie.max_depth() + 1);
+  ids[0] = matcher.intern_state(start);
+  const bool bounded = max_cost_after < Grammar::kFarCost;
   const std::size_t n = trie.n_nodes();
   for (std::size_t i = 0; i < n;) {
     const std::size_t d = trie.depth_[i];
-    const MatchState& from = states[d - 1];
-    if (from.leaves.empty()) {  // the prefix completed the text: nothing may extend it
+    const std::uint32_t from = ids[d - 1];
+    if (matcher.interned(from).leaves.empty()) {  // the prefix completed the text: nothing may extend it
       i = trie.subtree_end_[i];
       continue;
     }
-    matcher.step(from, trie.byte_[i], states[d]);
-    if (states[d].dead()) {
+    const std::uint32_t to = matcher.transition(from, trie.byte_[i]);
+    if (to == Matcher::kDeadState) {
       i = trie.subtree_end_[i];
       continue;
     }
-    for (auto k = trie.token_begin_[i]; k < trie.token_begin_[i + 1]; ++k) mask_set(mask, trie.tokens_[k]);
+    ids[d] = to;
+    const auto first = trie.token_begin_[i], last = trie.token_begin_[i + 1];
+    if (first != last) {
+      const std::uint32_t cost = matcher.interned_cost(to);
+      if (!bounded || cost <= max_cost_after) {
+        for (auto k = first; k < last; ++k) mask_set(out.bits, trie.tokens_[k]);
+        out.n_allowed += last - first;
+        out.max_cost_after = std::max(out.max_cost_after, cost);
+      }
+    }
     ++i;
   }
-  return mask;
+  return out;
 }
 
-std::shared_ptr<const TokenMask> TokenMasker::mask(Matcher& matcher) const {
+std::shared_ptr<const StateMask> TokenMasker::mask(Matcher& matcher) const {
   std::string key = matcher.state_key(matcher.state());
   {
     std::lock_guard lock(mutex_);
@@ -96,9 +108,10 @@ std::shared_ptr<const TokenMask> TokenMasker::mask(Matcher& matcher) const {
     }
     ++stats_.misses;
   }
-  auto computed = std::make_shared<const TokenMask>(compute(matcher));
+  auto computed = std::make_shared<const StateMask>(compute(matcher));
   std::lock_guard lock(mutex_);
-  if (cache_.size() >= max_cached_) cache_.clear();  // a simple bound: masks are recomputed on demand
+  // A simple bound: when full, start over (masks are recomputed on demand; hot states return first).
+  if (cache_.size() >= max_cached_) cache_.clear();
   cache_.emplace(std::move(key), computed);
   return computed;
 }

@@ -10,10 +10,10 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -34,6 +34,11 @@ class VocabularyTrie {
   VocabularyTrie(const std::vector<std::string>& bytes, const std::vector<std::uint8_t>& excluded);
 
   std::size_t vocab_size() const { return vocab_size_; }
+  // What token t writes ("" for ids outside the vocabulary).
+  std::string_view token_bytes(TokenId t) const {
+    return t >= 0 && std::size_t(t) < token_bytes_.size() ? std::string_view(token_bytes_[std::size_t(t)]) : std::string_view();
+  }
+  bool excluded(TokenId t) const { return t < 0 || std::size_t(t) >= excluded_.size() || excluded_[std::size_t(t)]; }
   std::size_t n_nodes() const { return byte_.size(); }
   std::size_t max_depth() const { return max_depth_; }
 
@@ -49,22 +54,32 @@ class VocabularyTrie {
  private:
   std::size_t vocab_size_ = 0;
   std::size_t max_depth_ = 0;
+  std::vector<std::string> token_bytes_;
+  std::vector<std::uint8_t> excluded_;  // [vocab_size] never matched: control tokens, empty ones
+};
+
+// The tokens a state allows, and the most bytes a match still needs after any one of them (what
+// decides whether the token budget forces a closing; Grammar::kFarCost when out of reach).
+struct StateMask {
+  TokenMask bits;
+  std::uint32_t max_cost_after = 0;
+  std::size_t n_allowed = 0;
 };
 
 class TokenMasker {
  public:
-  // end_tokens: allowed where the grammar's text may end (EOS and the request's stop tokens).
   TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const VocabularyTrie> trie,
-              std::vector<TokenId> end_tokens, std::size_t max_cached_masks = 2048);
+              std::size_t max_cache_bytes = std::size_t{8} << 20);
 
   const std::shared_ptr<const Grammar>& grammar() const { return grammar_; }
   const VocabularyTrie& trie() const { return *trie_; }
-  const std::vector<TokenId>& end_tokens() const { return end_tokens_; }
 
-  // The tokens allowed in `matcher`'s current state (cached). May grow the matcher's node pool.
-  std::shared_ptr<const TokenMask> mask(Matcher& matcher) const;
-  // The same, computed afresh (benchmarks; tests compare it with brute force).
-  TokenMask compute(Matcher& matcher) const;
+  // The tokens allowed in `matcher`'s current state (cached by state key). Grows the matcher's
+  // node pool. End-of-text tokens are the caller's (allowed where matcher.can_end()).
+  std::shared_ptr<const StateMask> mask(Matcher& matcher) const;
+  // The same, computed afresh; with `max_cost_after`, only tokens after which a match needs at
+  // most that many bytes more (closing within a budget, one byte per token).
+  StateMask compute(Matcher& matcher, std::uint32_t max_cost_after = Grammar::kFarCost) const;
 
   struct Stats {
     std::uint64_t hits = 0;
@@ -75,10 +90,9 @@ class TokenMasker {
  private:
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const VocabularyTrie> trie_;
-  std::vector<TokenId> end_tokens_;
   std::size_t max_cached_;
   mutable std::mutex mutex_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const TokenMask>> cache_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const StateMask>> cache_;
   mutable Stats stats_;
 };
 
