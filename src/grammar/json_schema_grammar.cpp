@@ -344,6 +344,7 @@ class SchemaCompiler {
     if (parts.size() == 1) return compile(parts[0], at + "/0", depth + 1);
     // Object schemas merge: their properties and required keys together, closed if any is closed.
     Json merged = {{"type", "object"}, {"properties", Json::object()}, {"required", Json::array()}};
+    std::vector<const Json*> closed_parts;
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const Json* part = &parts[i];
       for (int hops = 0; part->is_object() && part->contains("$ref"); ++hops) {
@@ -361,6 +362,19 @@ class SchemaCompiler {
         for (const auto& k : *r) merged["required"].push_back(k);
       }
       if (auto a = part->find("additionalProperties"); a != part->end()) merged["additionalProperties"] = *a;
+      closed_parts.push_back(part);
+    }
+    // A closed part (additionalProperties false) forbids every key it does not declare, also
+    // those another part requires: merging would accept objects the schema rejects.
+    for (const Json* part : closed_parts) {
+      auto extra = part->find("additionalProperties");
+      if (extra == part->end() || *extra != Json(false)) continue;
+      for (const auto& [key, value] : merged["properties"].items()) {
+        auto declared = part->find("properties");
+        if (declared == part->end() || !declared->is_object() || !declared->contains(key)) {
+          error(at, fmt::format("'allOf' of objects where one forbids the property '{}' that another declares is not supported", key));
+        }
+      }
     }
     merged_.push_back(std::make_unique<Json>(std::move(merged)));
     return compile(*merged_.back(), at, depth + 1);

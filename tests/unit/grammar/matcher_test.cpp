@@ -170,6 +170,9 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameTheirPath) {
   EXPECT_THROW(json_schema_grammar(nlohmann::ordered_json::parse(R"({"type":"nope"})"), "s"), GrammarError);
   EXPECT_THROW(json_schema_grammar(nlohmann::ordered_json::parse(R"({"$ref":"http://x/y"})"), "s"), GrammarError);
   EXPECT_THROW(json_schema_grammar(nlohmann::ordered_json::parse(R"({"type":"array","uniqueItems":true})"), "s"), GrammarError);
+  // allOf of a closed object and one declaring another key: no merge would validate.
+  EXPECT_THROW(json_schema_grammar(nlohmann::ordered_json::parse(R"({"allOf":[{"type":"object","properties":{"a":{}},
+      "additionalProperties":false},{"type":"object","properties":{"b":{}}}]})"), "s"), GrammarError);
 }
 
 TEST(JsonSchemaTest, HostileSchemasFailFast) {
