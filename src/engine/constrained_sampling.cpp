@@ -36,12 +36,37 @@ void set_raw_logprobs(std::span<const float> logits, std::int32_t n_top, helios:
   for (std::size_t i = 0; i < n; ++i) out.top_logprobs.emplace_back(order[i], float(double(logits[std::size_t(order[i])]) - lse));
 }
 
+// The ids a mask rule allows within the vocabulary (its bits, then its extra tokens not set there).
+std::vector<TokenId> mask_tokens(const TokenRule& rule, std::size_t vocab) {
+  std::vector<TokenId> ids;
+  if (rule.mask) {
+    const auto& words = *rule.mask;
+    const std::size_t n_words = std::min(words.size(), (vocab + 63) / 64);
+    for (std::size_t w = 0; w < n_words; ++w) {
+      for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+        const std::size_t id = w * 64 + std::size_t(__builtin_ctzll(bits));
+        if (id < vocab) ids.push_back(TokenId(id));
+      }
+    }
+  }
+  for (TokenId token : rule.tokens) {
+    const bool set = rule.mask && token >= 0 && std::size_t(token) / 64 < rule.mask->size() &&
+                     (((*rule.mask)[std::size_t(token) / 64] >> (token & 63)) & 1);
+    if (!set) ids.push_back(token);
+  }
+  return ids;
+}
+
 }  // namespace
 
 helios::SampledToken sample_constrained(const TokenRule& rule, std::span<const float> logits,
                                         const helios::SamplingParams& params, const helios::TokenHistory& history,
                                         std::uint64_t output_index) {
   if (rule.kind == TokenRule::Kind::any) return helios::sample_token(logits, params, history, output_index);
+  if (rule.kind == TokenRule::Kind::mask) {
+    TokenRule listed{TokenRule::Kind::allowed, mask_tokens(rule, logits.size()), nullptr};
+    return sample_constrained(listed, logits, params, history, output_index);
+  }
   if (rule.tokens.empty()) fail(ExitCode::failure, "internal: token constraint allows no token");
   for (TokenId token : rule.tokens) check_token(token, logits.size());
   helios::SampledToken out;

@@ -1,9 +1,10 @@
 // Constrained decoding: a per-choice restriction of the tokens the sampler may pick. The server
 // builds one for a request (tool_choice "required" or a named function forces a tool call in the
 // model's own format); the scheduler asks it for a rule before each token and reports the token
-// after. Rules are token lists, so any sampler can apply them: the host sampler masks the logits
-// row (disallowed ids to -inf), a device sampler uploads the list as a mask; forced tokens need
-// no sampling at all. Logprobs stay the raw model's.
+// after. Rules are token lists or bitmasks over the vocabulary (a grammar's masks: most of a
+// 150k vocabulary may be allowed), so any sampler can apply them: the host sampler masks the
+// logits row (disallowed ids to -inf), a device sampler uploads the mask; forced tokens need no
+// sampling at all. Logprobs stay the raw model's.
 // Threads: built on an HTTP thread, then used only by the engine thread (one copy per choice).
 #pragma once
 
@@ -20,9 +21,12 @@ struct TokenRule {
     any,      // no restriction
     forced,   // exactly tokens[0]
     allowed,  // one of tokens (non-empty)
+    mask,     // an id whose bit is set in mask (bit t of word t / 64), or one of tokens
   };
   Kind kind = Kind::any;
   std::vector<TokenId> tokens;
+  // Kind::mask: shared, immutable (cached per grammar state); ids beyond it are not allowed.
+  std::shared_ptr<const std::vector<std::uint64_t>> mask;
 };
 
 class TokenConstraint {

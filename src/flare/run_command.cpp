@@ -335,6 +335,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   else info.served_names.assign(manifest.model().served_names().begin(), manifest.model().served_names().end());
   info.max_context_tokens = static_cast<std::int32_t>(context);
   info.max_concurrency = static_cast<std::int32_t>(concurrency);
+  info.eos_token_ids.assign(engine_options.eos_token_ids.begin(), engine_options.eos_token_ids.end());
   const auto& defaults = manifest.sampling_defaults();
   if (defaults.has_temperature()) info.sampling_defaults.temperature = static_cast<float>(defaults.temperature());
   if (defaults.has_top_p()) info.sampling_defaults.top_p = static_cast<float>(defaults.top_p());

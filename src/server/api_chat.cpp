@@ -7,6 +7,8 @@
 #include "server/chat_messages.h"
 #include "server/frontend.h"
 #include "server/sampling.h"
+#include "server/grammar_constraint.h"
+#include "server/structured_output_fields.h"
 #include "server/tool_call_constraint.h"
 
 namespace flare::server {
@@ -189,11 +191,7 @@ GenerationJob prepare_chat_completion(const json& body, const AdapterContext& co
     for (const auto& tool : tools) if (tool["function"]["name"] == tool_choice.name) named.push_back(tool);
     tools = std::move(named);
   }
-  if (auto format = body.find("response_format"); format != body.end() && !format->is_null()) {
-    if (!format->is_object() || get_string(*format, "type", "response_format").value_or("") != "text") {
-      fail_field("response_format.type", "only 'text' is supported (this server has no structured output)");
-    }
-  }
+  const auto structured = read_structured_output(body, StructuredOutputApi::chat);
   json kwargs = read_template_kwargs(body, context.frontend);
   bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
 
@@ -208,10 +206,14 @@ GenerationJob prepare_chat_completion(const json& body, const AdapterContext& co
   if (!max_tokens) max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
   apply_max_tokens(context.model, max_tokens, request, "messages");
   const bool prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
+  const std::string max_tokens_field = body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (tool_choice.mode == ToolChoice::Mode::required || tool_choice.mode == ToolChoice::Mode::named) {
+    if (structured) fail_field(structured->path, "cannot be combined with a required tool call (tool_choice)");
     force_tool_call(context.frontend, required_tool_names(tool_choice, tools), tools, prompt_opened_reasoning,
-                    "tool_choice", body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                    request);
+                    "tool_choice", max_tokens_field, request);
+  } else if (structured) {
+    apply_structured_output(context.frontend, context.model, *structured, prompt_opened_reasoning, max_tokens_field,
+                            request);
   }
   request.logprobs = get_bool(body, "logprobs").value_or(false);
   auto top_logprobs = get_int(body, "top_logprobs", 0, context.model.sampling_ranges.top_logprobs_max);

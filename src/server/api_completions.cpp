@@ -5,7 +5,9 @@
 #include "server/adapters.h"
 #include "server/adapter_util.h"
 #include "server/frontend.h"
+#include "server/grammar_constraint.h"
 #include "server/sampling.h"
+#include "server/structured_output_fields.h"
 
 namespace flare::server {
 namespace {
@@ -209,6 +211,7 @@ GenerationJob prepare_completion(const json& body, const AdapterContext& context
   base.prompt_logprobs = echo && logprobs.has_value();
   auto max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
   if (!max_tokens) max_tokens = 16;  // the Completions API default
+  const auto structured = read_structured_output(body, StructuredOutputApi::completions);
 
   bool stream = get_bool(body, "stream").value_or(false);
   bool include_usage = false;
@@ -225,6 +228,7 @@ GenerationJob prepare_completion(const json& body, const AdapterContext& context
     engine::GenerationRequest request = base;
     request.prompt_token_ids = std::move(prompts[i]);
     apply_max_tokens(context.model, max_tokens, request, prompts.size() == 1 ? "prompt" : index_path("prompt", i));
+    if (structured) apply_structured_output(context.frontend, context.model, *structured, false, "max_tokens", request);
     request.request_id = prompts.size() == 1 ? id : id + "-" + std::to_string(i);
     if (echo) prompt_texts.push_back(context.frontend.decode(request.prompt_token_ids, true));
     job.requests.push_back(std::move(request));

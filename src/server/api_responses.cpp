@@ -8,6 +8,8 @@
 #include "server/chat_messages.h"
 #include "server/frontend.h"
 #include "server/sampling.h"
+#include "server/grammar_constraint.h"
+#include "server/structured_output_fields.h"
 #include "server/tool_call_constraint.h"
 
 namespace flare::server {
@@ -101,6 +103,7 @@ json convert_tools(const json& body) {
 struct ResponseSettings {
   std::string model_name;
   json instructions, tools_echo, tool_choice_echo;
+  json text_echo = {{"format", {{"type", "text"}}}};
   double temperature = 1.0, top_p = 1.0;
   std::optional<int64_t> max_output_tokens;
   bool parallel = true;
@@ -162,7 +165,7 @@ class ResponsesResponder final : public ResponderBase {
                      {"temperature", settings_.temperature}, {"top_p", settings_.top_p},
                      {"max_output_tokens", settings_.max_output_tokens ? json(*settings_.max_output_tokens) : json()},
                      {"previous_response_id", nullptr}, {"error", nullptr}, {"store", false},
-                     {"text", {{"format", {{"type", "text"}}}}}, {"metadata", json::object()},
+                     {"text", settings_.text_echo}, {"metadata", json::object()},
                      {"incomplete_details", status == "incomplete" ? json{{"reason", "max_output_tokens"}} : json()}};
     response["usage"] = status == "in_progress" ? json() : json{
         {"input_tokens", usage_.n_prompt_tokens},
@@ -346,9 +349,15 @@ GenerationJob prepare_responses(const json& body, const AdapterContext& context)
   apply_max_tokens(context.model, settings.max_output_tokens, request, "input");
   bool stream = get_bool(body, "stream").value_or(false);
   const bool prompt_opened_reasoning = context.frontend.prompt_opens_reasoning(request.prompt_token_ids);
+  const auto structured = read_structured_output(body, StructuredOutputApi::responses);
+  if (structured && body.contains("text")) settings.text_echo = body["text"];
   if (tool_choice.mode == ToolChoice::Mode::required || tool_choice.mode == ToolChoice::Mode::named) {
+    if (structured) fail_field(structured->path, "cannot be combined with a required tool call (tool_choice)");
     force_tool_call(context.frontend, required_tool_names(tool_choice, tools), tools, prompt_opened_reasoning,
                     "tool_choice", "max_output_tokens", request);
+  } else if (structured) {
+    apply_structured_output(context.frontend, context.model, *structured, prompt_opened_reasoning, "max_output_tokens",
+                            request);
   }
   settings.model_name = model_name.value_or(context.model.primary_name());
   settings.instructions = instructions ? json(*instructions) : json();

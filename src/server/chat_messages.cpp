@@ -113,6 +113,8 @@ json normalize_chat_tools(const json& tools, const std::string& path) {
       if (!(*it)["parameters"].is_object()) fail_field(field_path(function_path, "parameters"), "must be an object");
       function["parameters"] = (*it)["parameters"];
     }
+    // Strict tools have their arguments enforced (tool_call_constraint.h); templates see the flag as sent.
+    if (auto strict = get_bool(*it, "strict", function_path)) function["strict"] = *strict;
     result.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   return result;

@@ -47,6 +47,7 @@ struct ModelInfo {
   engine::SamplingDefaults sampling_defaults;
   engine::SamplingRanges sampling_ranges;
   int32_t default_max_tokens = 0;         // 0: up to the context limit
+  std::vector<TokenId> eos_token_ids;     // end a constrained text where its grammar may end
 
   const std::string& primary_name() const { return served_names.empty() ? canonical_id : served_names[0]; }
   bool accepts_name(std::string_view name) const;

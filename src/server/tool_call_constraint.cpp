@@ -2,11 +2,12 @@
 #include "server/tool_call_constraint.h"
 
 #include <algorithm>
-#include <array>
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/constraint_spec.h"
 #include "server/api_error.h"
+#include "server/grammar_constraint.h"
 #include "text/tool_call_forcing.h"
 
 namespace flare::server {
@@ -15,50 +16,17 @@ namespace {
 using engine::TokenRule;
 
 constexpr std::string_view kCloseReasoning = "</think>\n\n";
-// The bytes JsonPrefix::completion() uses to finish a character split across tokens.
-constexpr unsigned char kContinuationBytes[] = {0x80, 0x90, 0xA0};
-
-// Tokens that write exactly `text`: the tokenizer's own encoding when it decodes back to the text
-// (it may not: a byte-level tokenizer with add_prefix_space writes a leading space), else the
-// longest vocabulary match at each position.
-std::vector<TokenId> tokens_writing(const Frontend& frontend, const TokenVocabulary& vocabulary, const std::string& text,
-                                    const std::string& field) {
-  std::vector<TokenId> ids = frontend.encode(text, false);
-  if (frontend.decode(ids, false) == text) return ids;
-  ids.clear();
-  for (size_t at = 0; at < text.size();) {
-    size_t length = std::min(vocabulary.max_token_bytes, text.size() - at);
-    for (; length > 0; --length) {
-      auto it = vocabulary.by_bytes.find(text.substr(at, length));
-      if (it == vocabulary.by_bytes.end()) continue;
-      ids.push_back(it->second);
-      break;
-    }
-    if (length == 0) {
-      throw ApiError(400, field, fmt::format("'{}': this model's vocabulary cannot write its tool-call text", field));
-    }
-    at += length;
-  }
-  return ids;
-}
 
 }  // namespace
 
 ToolCallConstraint::ToolCallConstraint(std::vector<std::vector<TokenId>> prefixes, std::vector<TokenId> suffix,
-                                       std::shared_ptr<const TokenVocabulary> vocabulary,
-                                       std::vector<std::shared_ptr<const text::JsonSchema>> schemas)
-    : prefixes_(std::move(prefixes)),
-      suffix_(std::move(suffix)),
-      vocabulary_(std::move(vocabulary)),
-      schemas_(std::move(schemas)) {
-  schemas_.resize(std::max(prefixes_.size(), size_t{1}));
-  for (const auto& schema : schemas_) min_arguments_tokens_.push_back(text::JsonPrefix(schema).completion().size());
-  arguments_ = text::JsonPrefix(schemas_[0]);
+                                       std::vector<grammar::GrammarCursor> arguments)
+    : prefixes_(std::move(prefixes)), suffix_(std::move(suffix)), starts_(std::move(arguments)) {
+  for (auto& start : starts_) min_arguments_tokens_.push_back(start.min_tokens());
   for (size_t i = 0; i < prefixes_.size(); ++i) alive_.push_back(i);
-  can_finish_characters_ = std::all_of(std::begin(kContinuationBytes), std::end(kContinuationBytes),
-                                       [&](unsigned char b) { return vocabulary_->byte_token[b] >= 0; });
   if (prefixes_.empty() || std::any_of(prefixes_.begin(), prefixes_.end(), [](const auto& p) { return p.empty(); })) {
     stage_ = Stage::arguments;  // nothing to force first (not produced by force_tool_call)
+    arguments_ = starts_.at(0);
   }
 }
 
@@ -69,7 +37,7 @@ std::unique_ptr<engine::TokenConstraint> ToolCallConstraint::clone() const {
 int32_t ToolCallConstraint::min_tokens() const {
   size_t shortest = prefixes_.empty() ? min_arguments_tokens_[0] : SIZE_MAX;
   for (size_t i = 0; i < prefixes_.size(); ++i) shortest = std::min(shortest, prefixes_[i].size() + min_arguments_tokens_[i]);
-  return static_cast<int32_t>(shortest + suffix_.size());
+  return static_cast<int32_t>(std::min<size_t>(shortest + suffix_.size(), INT32_MAX));
 }
 
 engine::TokenRule ToolCallConstraint::next(int32_t n_tokens_left) {
@@ -91,7 +59,8 @@ engine::TokenRule ToolCallConstraint::next(int32_t n_tokens_left) {
       return rule;
     }
     case Stage::arguments:
-      return arguments_rule(n_tokens_left);
+      // The arguments close in the tokens the suffix leaves.
+      return token_rule(arguments_->next(n_tokens_left - static_cast<int32_t>(suffix_.size())));
     case Stage::suffix:
       rule.kind = TokenRule::Kind::forced;
       rule.tokens.push_back(suffix_[position_]);
@@ -102,74 +71,6 @@ engine::TokenRule ToolCallConstraint::next(int32_t n_tokens_left) {
   return rule;  // finished: the scheduler ends the choice before asking again
 }
 
-// Tokens that keep the arguments a valid JSON-object prefix which can still be closed, with the
-// suffix, within the tokens left (closing one byte per token); when only closing fits, the next
-// byte of the shortest closing is forced.
-engine::TokenRule ToolCallConstraint::arguments_rule(int32_t n_tokens_left) {
-  const TokenVocabulary& vocabulary = *vocabulary_;
-  const int32_t budget = n_tokens_left - static_cast<int32_t>(suffix_.size());  // this token included
-  const std::string closing = arguments_.completion();
-  TokenRule rule;
-  auto force_closing = [&] {
-    rule.kind = TokenRule::Kind::forced;
-    rule.tokens = {vocabulary.byte_token[static_cast<unsigned char>(closing[0])]};
-    return rule;
-  };
-  if (static_cast<int32_t>(closing.size()) >= budget) return force_closing();
-  std::string key = arguments_.state_key();
-  if (key != valid_key_) {  // the tokens that keep the JSON valid depend only on the state
-    find_valid_json_tokens();
-    valid_key_ = std::move(key);
-  }
-  const auto room = static_cast<size_t>(budget - 1);  // tokens left for closing after this one
-  rule.kind = TokenRule::Kind::allowed;
-  for (size_t i = 0; i < valid_tokens_.size(); ++i) {
-    const TokenId id = valid_tokens_[i];
-    if (closing.size() + valid_growth_[i] > room) {  // may not close in time: check (once per state)
-      if (closing_after_[i] < 0) {
-        text::JsonPrefix trial = arguments_;
-        trial.push(vocabulary.bytes[static_cast<size_t>(id)]);
-        closing_after_[i] = static_cast<int32_t>(trial.completion().size());
-      }
-      if (static_cast<size_t>(closing_after_[i]) > room) continue;
-    }
-    rule.tokens.push_back(id);
-  }
-  if (rule.tokens.empty()) return force_closing();
-  return rule;
-}
-
-void ToolCallConstraint::find_valid_json_tokens() {
-  const TokenVocabulary& vocabulary = *vocabulary_;
-  const auto growth_per_byte = static_cast<uint32_t>(arguments_.max_completion_growth_per_byte());
-  std::array<bool, 256> first_byte_ok{};
-  for (int b = 0; b < 256; ++b) {
-    text::JsonPrefix trial = arguments_;
-    first_byte_ok[static_cast<size_t>(b)] = trial.push(static_cast<char>(b));
-  }
-  valid_tokens_.clear();
-  valid_growth_.clear();
-  for (size_t id = 0; id < vocabulary.bytes.size(); ++id) {
-    const std::string& bytes = vocabulary.bytes[id];
-    if (bytes.empty() || vocabulary.control[id] || !first_byte_ok[static_cast<unsigned char>(bytes[0])]) continue;
-    text::JsonPrefix trial = arguments_;
-    uint32_t growth = 0;
-    bool valid = true;
-    for (char c : bytes) {
-      const bool was_plain = trial.inside_plain_string();
-      if (!trial.push(c)) {
-        valid = false;
-        break;
-      }
-      if (!was_plain || !trial.inside_plain_string()) growth += growth_per_byte;
-    }
-    if (!valid || (trial.inside_character() && !can_finish_characters_)) continue;  // no byte tokens to close it
-    valid_tokens_.push_back(static_cast<TokenId>(id));
-    valid_growth_.push_back(growth);
-  }
-  closing_after_.assign(valid_tokens_.size(), -1);
-}
-
 void ToolCallConstraint::accept(TokenId token) {
   switch (stage_) {
     case Stage::prefix: {
@@ -178,15 +79,15 @@ void ToolCallConstraint::accept(TokenId token) {
       auto complete = std::find_if(alive_.begin(), alive_.end(), [&](size_t i) { return prefixes_[i].size() == position_; });
       if (alive_.empty() || complete != alive_.end()) {
         // The function is chosen: its arguments follow its schema.
-        if (complete != alive_.end()) arguments_ = text::JsonPrefix(schemas_[*complete]);
+        arguments_ = starts_[complete != alive_.end() ? *complete : 0];
         stage_ = Stage::arguments;
         position_ = 0;
       }
       return;
     }
     case Stage::arguments:
-      if (token >= 0 && static_cast<size_t>(token) < vocabulary_->bytes.size()) arguments_.push(vocabulary_->bytes[size_t(token)]);
-      if (arguments_.complete()) stage_ = suffix_.empty() ? Stage::done : Stage::suffix;
+      // A rejected token (a sampler bug) closes the call rather than derail it.
+      if (!arguments_->accept(token) || arguments_->ended()) stage_ = suffix_.empty() ? Stage::done : Stage::suffix;
       return;
     case Stage::suffix:
       if (++position_ == suffix_.size()) stage_ = Stage::done;
@@ -196,19 +97,40 @@ void ToolCallConstraint::accept(TokenId token) {
   }
 }
 
-// The compiled "parameters" of the first tool named `name` (nullptr: none, or not enforceable).
-std::shared_ptr<const text::JsonSchema> parameters_schema(const nlohmann::ordered_json& tools, const std::string& name) {
-  if (!tools.is_array()) return nullptr;
-  for (const auto& tool : tools) {
-    auto function = tool.find("function");
-    if (function == tool.end() || !function->is_object()) continue;
-    auto tool_name = function->find("name");
-    if (tool_name == function->end() || *tool_name != name) continue;
-    auto parameters = function->find("parameters");
-    return parameters == function->end() ? nullptr : text::JsonSchema::compile(*parameters);
+namespace {
+
+// The arguments' grammar of the first tool named `name`: its "parameters" schema, or any JSON
+// object when it has none, or (without "strict": true) one the grammar cannot enforce.
+std::shared_ptr<const grammar::TokenMasker> parameters_grammar(const Frontend& frontend, const nlohmann::ordered_json& tools,
+                                                               const std::string& name) {
+  grammar::ConstraintSpec any_object;
+  any_object.kind = grammar::ConstraintSpec::Kind::json_object;
+  if (tools.is_array()) {
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const auto& tool = tools[i];
+      auto function = tool.find("function");
+      if (function == tool.end() || !function->is_object()) continue;
+      auto tool_name = function->find("name");
+      if (tool_name == function->end() || *tool_name != name) continue;
+      auto parameters = function->find("parameters");
+      if (parameters == function->end() || parameters->is_null()) break;
+      auto strict = function->find("strict");
+      grammar::ConstraintSpec spec;
+      spec.kind = grammar::ConstraintSpec::Kind::json_schema;
+      spec.schema = *parameters;
+      spec.path = fmt::format("tools[{}].function.parameters", i);
+      if (strict != function->end() && strict->is_boolean() && strict->get<bool>()) return compile_for_request(frontend, spec);
+      try {
+        return compile_for_request(frontend, spec);
+      } catch (const ApiError&) {
+        break;  // not strict: the call is still forced, its arguments any JSON object
+      }
+    }
   }
-  return nullptr;
+  return compile_for_request(frontend, any_object);
 }
+
+}  // namespace
 
 void force_tool_call(const Frontend& frontend, const std::vector<std::string>& function_names,
                      const nlohmann::ordered_json& tools, bool close_reasoning,
@@ -218,8 +140,7 @@ void force_tool_call(const Frontend& frontend, const std::vector<std::string>& f
   auto vocabulary = frontend.token_vocabulary();
   std::vector<std::vector<TokenId>> prefixes;
   std::vector<TokenId> suffix;
-  std::vector<std::shared_ptr<const text::JsonSchema>> schemas;
-  std::string needed_bytes = "{}[]\":,0123456789ntrueflsa";  // what closing free JSON can write
+  std::vector<grammar::GrammarCursor> arguments;
   for (const auto& name : function_names) {
     auto text = text::forced_tool_call_text(format, name);
     if (!text) {
@@ -231,20 +152,19 @@ void force_tool_call(const Frontend& frontend, const std::vector<std::string>& f
     auto ids = tokens_writing(frontend, *vocabulary, prefix, tool_choice_field);
     if (std::find(prefixes.begin(), prefixes.end(), ids) == prefixes.end()) {
       prefixes.push_back(std::move(ids));
-      schemas.push_back(parameters_schema(tools, name));
-      if (schemas.back()) needed_bytes += schemas.back()->literal_bytes();  // keys and enum values
+      arguments.emplace_back(parameters_grammar(frontend, tools, name), std::vector<TokenId>{});
     }
     suffix = tokens_writing(frontend, *vocabulary, text->suffix, tool_choice_field);  // the same for every name
   }
-  for (char c : needed_bytes) {
+  // Closing the arguments in time writes one byte per token: the vocabulary must have them.
+  for (char c : std::string_view("{}[]\":,0123456789ntrueflsa")) {
     if (vocabulary->byte_token[static_cast<unsigned char>(c)] < 0) {
       throw ApiError(400, tool_choice_field,
                      fmt::format("'{}': this model's vocabulary has no token for '{}', so a tool call cannot be required",
                                  tool_choice_field, c));
     }
   }
-  auto constraint = std::make_shared<ToolCallConstraint>(std::move(prefixes), std::move(suffix), std::move(vocabulary),
-                                                         std::move(schemas));
+  auto constraint = std::make_shared<ToolCallConstraint>(std::move(prefixes), std::move(suffix), std::move(arguments));
   if (request.max_tokens < constraint->min_tokens()) {
     fail_field(max_tokens_field, "must be at least {} when a tool call is required (the shortest call takes {} tokens)",
                constraint->min_tokens(), constraint->min_tokens());

@@ -1,33 +1,34 @@
 // tool_choice "required" and named functions, enforced: a token constraint (engine/token_constraint.h)
 // that makes the model write one tool call in its own format. The call's opening text up to the
 // arguments is forced (when several functions are allowed the model picks the name, token by token,
-// among theirs), the arguments are generated under a JSON-object constraint that follows the
-// chosen function's parameters schema (text/json_schema.h says which subset, and the fallback for
-// the rest) and closes them in time for the token budget, and the closing text is forced; the choice then ends (stop). The
-// format's parser reads one call of an allowed function, whatever the weights, and streaming is
-// unchanged (the forced tokens are ordinary output tokens).
+// among theirs), the arguments are generated under the grammar of the chosen function's parameters
+// schema (grammar/json_schema_grammar.h; a schema it cannot enforce leaves a tool without "strict":
+// true any JSON object, and is a 400 for a strict one), closed in time for the token budget, and
+// the closing text is forced; the choice then ends (stop). The format's parser reads one call of an
+// allowed function, whatever the weights, and streaming is unchanged (the forced tokens are
+// ordinary output tokens).
 // Built on an HTTP thread from the frontend; the engine clones it per choice.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/request.h"
 #include "engine/token_constraint.h"
+#include "grammar/grammar_cursor.h"
 #include "server/frontend.h"
-#include "text/json_prefix.h"
 
 namespace flare::server {
 
 class ToolCallConstraint final : public engine::TokenConstraint {
  public:
   // prefixes: per allowed function, the tokens of the opening text up to the arguments;
-  // suffix: the tokens of the closing text; schemas: per prefix, the arguments' schema (nullptr or
-  // missing: any JSON object).
+  // suffix: the tokens of the closing text; arguments: per prefix, the cursor of its arguments'
+  // grammar at the start.
   ToolCallConstraint(std::vector<std::vector<TokenId>> prefixes, std::vector<TokenId> suffix,
-                     std::shared_ptr<const TokenVocabulary> vocabulary,
-                     std::vector<std::shared_ptr<const text::JsonSchema>> schemas = {});
+                     std::vector<grammar::GrammarCursor> arguments);
 
   std::unique_ptr<engine::TokenConstraint> clone() const override;
   engine::TokenRule next(int32_t n_tokens_left) override;
@@ -40,28 +41,15 @@ class ToolCallConstraint final : public engine::TokenConstraint {
 
  private:
   enum class Stage : uint8_t { prefix, arguments, suffix, done };
-  engine::TokenRule arguments_rule(int32_t n_tokens_left);
-  // Sets valid_tokens_ and valid_growth_ for the current state.
-  void find_valid_json_tokens();
 
   std::vector<std::vector<TokenId>> prefixes_;
   std::vector<TokenId> suffix_;
-  std::shared_ptr<const TokenVocabulary> vocabulary_;
-  std::vector<std::shared_ptr<const text::JsonSchema>> schemas_;  // per prefix
-  std::vector<size_t> min_arguments_tokens_;                      // per prefix
+  std::vector<grammar::GrammarCursor> starts_;  // per prefix
+  std::vector<size_t> min_arguments_tokens_;   // per prefix
   Stage stage_ = Stage::prefix;
-  size_t position_ = 0;          // tokens read of the prefix or suffix
-  std::vector<size_t> alive_;    // prefixes still matching what was generated
-  text::JsonPrefix arguments_;
-  bool can_finish_characters_ = false;  // the vocabulary has the bytes that finish a split UTF-8 character
-  // For the state valid_key_ (JsonPrefix::state_key()): the tokens whose bytes keep the arguments
-  // a valid JSON-object prefix (budget aside); for each, a bound on how much it can lengthen the
-  // closing text (0 for string characters: the closing stays the same) and, once computed, the
-  // closing's exact length after it (-1: not yet).
-  std::string valid_key_;
-  std::vector<TokenId> valid_tokens_;
-  std::vector<uint32_t> valid_growth_;
-  std::vector<int32_t> closing_after_;
+  size_t position_ = 0;        // tokens read of the prefix or suffix
+  std::vector<size_t> alive_;  // prefixes still matching what was generated
+  std::optional<grammar::GrammarCursor> arguments_;
 };
 
 // Sets request.constraint so the model calls one of `function_names`, with arguments following its

@@ -69,9 +69,15 @@ std::vector<TokenId> drive(const engine::TokenConstraint& constraint, int32_t ma
   while (static_cast<int32_t>(out.size()) < max_tokens && !state->finished()) {
     engine::TokenRule rule = state->next(max_tokens - static_cast<int32_t>(out.size()));
     EXPECT_NE(rule.kind, engine::TokenRule::Kind::any);
-    EXPECT_FALSE(rule.tokens.empty());
-    if (rule.tokens.empty()) break;
-    TokenId token = rule.tokens[rng() % rule.tokens.size()];
+    std::vector<TokenId> allowed = rule.tokens;
+    if (rule.kind == engine::TokenRule::Kind::mask) {  // a grammar's mask: its bits and its extra tokens
+      for (size_t w = 0; w < rule.mask->size(); ++w) {
+        for (uint64_t bits = (*rule.mask)[w]; bits != 0; bits &= bits - 1) allowed.push_back(TokenId(w * 64 + __builtin_ctzll(bits)));
+      }
+    }
+    EXPECT_FALSE(allowed.empty());
+    if (allowed.empty()) break;
+    TokenId token = allowed[rng() % allowed.size()];
     state->accept(token);
     out.push_back(token);
   }

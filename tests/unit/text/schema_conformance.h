@@ -1,5 +1,5 @@
 // A test-side check that a JSON value follows a tool schema, written from the subset that
-// text/json_schema.h documents (independently of its compiler): the tests of the recognizer and
+// tool schemas commonly use (independently of the grammar compiler): the tests of the recognizer and
 // of forced tool calls judge generated arguments with it. A subschema with a keyword outside the
 // subset accepts anything, as the recognizer's fallback does.
 #pragma once
