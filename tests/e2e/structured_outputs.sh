@@ -23,7 +23,7 @@ step() { echo "== $*"; }
 [[ -d $HERE/../node/node_modules/ajv ]] || fail "tests/node/node_modules/ajv is missing: run scripts/setup (npm ci)"
 
 step "random walks over the corpus (Qwen3, Llama 3 vocabularies)"
-FLARE_GRAMMAR_WALKS=$WORK/walks.jsonl "$BIN/unit_grammar" --gtest_filter='CorpusWalk.*' >"$WORK/walks.log" 2>&1 ||
+FLARE_GRAMMAR_WALKS=$WORK/walks.jsonl "$BIN/tests/unit_grammar" --gtest_filter='CorpusWalk.*' >"$WORK/walks.log" 2>&1 ||
   { tail -n 60 "$WORK/walks.log" >&2; fail "the corpus walks failed"; }
 node "$HERE/lib/structured_validate.mjs" "$WORK/walks.jsonl" || fail "a constrained text does not validate"
 
