@@ -135,8 +135,9 @@ DashboardInfo dashboard_info(const package::Package& pkg, const server::ModelInf
 }
 
 // Samples for the dashboard thread: the server's counters and the engine's stats (both
-// thread-safe), and memory: the GPU's through NVML (no CUDA context on this thread), at most once
-// a second, or this process's resident memory on the CPU backend.
+// thread-safe), and memory: the GPU's through NVML (no CUDA context on this thread; NVML is opened
+// for each reading, so once every five seconds), or this process's resident memory on the CPU
+// backend, once a second.
 Dashboard::Sampler dashboard_sampler(server::Server& http, const engine::Engine& engine, const GpuRuntime* gpu) {
   struct MemoryProbe {
     std::string uuid;
@@ -150,7 +151,7 @@ Dashboard::Sampler dashboard_sampler(server::Server& http, const engine::Engine&
     sample.at = DashboardClock::now();
     sample.metrics = http.metrics().snapshot();
     sample.engine = engine.stats();
-    if (sample.at - probe->last >= std::chrono::seconds(1)) {
+    if (sample.at - probe->last >= std::chrono::seconds(probe->uuid.empty() ? 1 : 5)) {
       probe->last = sample.at;
       if (probe->uuid.empty()) {
         probe->value = DeviceMemoryUse{process_resident_bytes(), 0, true};

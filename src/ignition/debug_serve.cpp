@@ -1,12 +1,12 @@
 // Prepare-and-serve for diagnosis (debug_serve.h).
 #include "ignition/debug_serve.h"
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "common/config.h"
 #include "common/error.h"
 #include "flare/run_command.h"
+#include "package/cache.h"
 #include "ignition/signing_identity.h"
 
 namespace flare::ignition {
@@ -14,22 +14,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A private directory removed with everything in it when serving ends, however it ends.
-class TemporaryDirectory {
+// Removes a staging tree and its lock file when serving ends, however it ends (the lock is still
+// held: the Staging object outlives this).
+class RemoveTree {
  public:
-  TemporaryDirectory() {
-    std::string pattern = (fs::temp_directory_path() / "flare-debug-serve.XXXXXX").string();
-    if (!mkdtemp(pattern.data())) fail(ExitCode::preparation, "cannot create a temporary directory for debug-serve");
-    path_ = pattern;
-  }
-  ~TemporaryDirectory() {
+  explicit RemoveTree(fs::path tree) : tree_(std::move(tree)) {}
+  ~RemoveTree() {
     std::error_code ignored;
-    fs::remove_all(path_, ignored);
+    fs::remove_all(tree_, ignored);
+    fs::path lock_file = tree_;
+    lock_file += ".lock";
+    fs::remove(lock_file, ignored);
   }
-  const fs::path& path() const { return path_; }
 
  private:
-  fs::path path_;
+  fs::path tree_;
 };
 
 // The one entry an export published into an empty cache: models/<key>/<version>.
@@ -45,13 +44,18 @@ fs::path published_entry(const fs::path& cache) {
 }  // namespace
 
 int run_debug_serve(const DebugServeOptions& options) {
-  TemporaryDirectory work;
+  // A locked staging tree of the model cache holds a private cache for the prepared package: never
+  // published, skipped by `flare models gc` while this process lives, reclaimed by it if killed.
+  const Config config = load_config(options.prepare.global.config);
+  package::ModelCache shared(options.prepare.model_cache ? *options.prepare.model_cache : config.package_cache());
+  const package::ModelCache::Staging staging = shared.begin_staging();
+  const RemoveTree remove(staging.path());
   ExportOptions prepare = options.prepare;
-  prepare.model_cache = work.path() / "cache";
+  prepare.model_cache = staging.path() / "cache";
   if (const int status = run_export(prepare); status != 0) return status;
 
   // This process signed the package a moment ago: approve exactly that key and namespace.
-  const SigningIdentity signer = load_signing_identity(load_config(prepare.global.config));
+  const SigningIdentity signer = load_signing_identity(config);
   cli::PackageCommandGlobals globals{prepare.global.config, prepare.model_cache, prepare.global.plain};
   cli::RunOptions run;
   run.target = published_entry(*prepare.model_cache).string();

@@ -55,7 +55,7 @@ tmux_ new-session -d -s flare -x 100 -y 40 "bash '$WORK/serve.sh'"
 wait_for "Requests"
 curl -fsS "http://127.0.0.1:$port/health" >/dev/null || fail "/health does not answer"
 screen=$(tmux_ capture-pane -p -t flare)
-grep -q "flare  demo-coder\|flare  " <<<"$screen" || fail "no header line"
+grep -q "✦ flare  " <<<"$screen" || fail "no header line"
 grep -q "http://127.0.0.1:$port" <<<"$screen" || fail "the header lacks the URL"
 grep -qE "running +0 of [0-9]+, 0 queued" <<<"$screen" || fail "no idle request counts"
 grep -q "Loading\|Verify package" <<<"$screen" && fail "the loading lines are still on the dashboard's screen"
