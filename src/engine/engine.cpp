@@ -195,8 +195,6 @@ void LocalEngine::publish_stats() {
   stats_.n_verify_rows = scheduler_.counters().n_verify_rows;
   stats_.n_draft_tokens = scheduler_.counters().n_draft_tokens;
   stats_.n_accepted_draft_tokens = scheduler_.counters().n_accepted_draft_tokens;
-  stats_.n_steps = scheduler_.counters().n_steps;
-  stats_.n_step_tokens = scheduler_.counters().n_scheduled_tokens;
   counters_ = scheduler_.counters();
   n_in_flight_ -= std::exchange(n_finished_unpublished_, 0);
   if (n_in_flight_ == 0) idle_.notify_all();

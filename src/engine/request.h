@@ -147,10 +147,6 @@ struct EngineStats {
   int64_t n_verify_rows = 0;
   int64_t n_draft_tokens = 0;
   int64_t n_accepted_draft_tokens = 0;
-  // Cumulative forward steps and the tokens they computed (prompt chunks, decode and verify rows):
-  // each step reads every weight once, so steps/s x the decode weight bytes is weight bandwidth.
-  int64_t n_steps = 0;
-  int64_t n_step_tokens = 0;
 };
 
 // What the server needs from the engine. Implementations are thread-safe: submit, cancel and

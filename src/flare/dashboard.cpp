@@ -76,7 +76,7 @@ std::string activity(const DashboardSample& s) {
   for (auto c : s.metrics.ttft_counts) n_tokens += c;
   for (auto c : s.metrics.tpot_counts) n_tokens += c;
   return fmt::format("{} {} {} {} {} {}", n_requests, n_tokens, s.engine.n_running, s.engine.n_waiting,
-                     s.engine.n_steps, s.metrics.n_evicted_connections);
+                     s.n_steps, s.metrics.n_evicted_connections);
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ DashboardView DashboardWindow::view(const DashboardInfo& info, DashboardClock::t
   const auto ttft = subtract(now.metrics.ttft_counts, then.metrics.ttft_counts);
   const auto itl = subtract(now.metrics.tpot_counts, then.metrics.tpot_counts);
   v.generated_tokens_per_s = per_second(static_cast<double>(total(ttft) + total(itl)), dt);
-  v.steps_per_s = per_second(static_cast<double>(now.engine.n_steps - then.engine.n_steps), dt);
+  v.steps_per_s = per_second(static_cast<double>(now.n_steps - then.n_steps), dt);
   v.ttft_p50_s = server::histogram_quantile(now.metrics.ttft_bounds_s, ttft, 0.50);
   v.ttft_p99_s = server::histogram_quantile(now.metrics.ttft_bounds_s, ttft, 0.99);
   v.itl_p50_s = server::histogram_quantile(now.metrics.tpot_bounds_s, itl, 0.50);

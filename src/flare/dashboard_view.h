@@ -42,6 +42,7 @@ struct DashboardSample {
   DashboardClock::time_point at;
   server::MetricsSnapshot metrics;
   engine::EngineStats engine;
+  std::int64_t n_steps = 0;  // forward steps since start: each reads every weight once
   std::optional<DeviceMemoryUse> memory;
 };
 

@@ -138,7 +138,7 @@ DashboardInfo dashboard_info(const package::Package& pkg, const server::ModelInf
 // thread-safe), and memory: the GPU's through NVML (no CUDA context on this thread; NVML is opened
 // for each reading, so once every five seconds), or this process's resident memory on the CPU
 // backend, once a second.
-Dashboard::Sampler dashboard_sampler(server::Server& http, const engine::Engine& engine, const GpuRuntime* gpu) {
+Dashboard::Sampler dashboard_sampler(server::Server& http, const engine::LocalEngine& engine, const GpuRuntime* gpu) {
   struct MemoryProbe {
     std::string uuid;
     DashboardClock::time_point last{};
@@ -151,6 +151,7 @@ Dashboard::Sampler dashboard_sampler(server::Server& http, const engine::Engine&
     sample.at = DashboardClock::now();
     sample.metrics = http.metrics().snapshot();
     sample.engine = engine.stats();
+    sample.n_steps = engine.counters().n_steps;
     if (sample.at - probe->last >= std::chrono::seconds(probe->uuid.empty() ? 1 : 5)) {
       probe->last = sample.at;
       if (probe->uuid.empty()) {

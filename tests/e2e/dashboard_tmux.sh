@@ -10,7 +10,10 @@ BIN=${FLARE_BIN:-build}
 command -v tmux >/dev/null || { echo "dashboard_tmux.sh: tmux is not installed (scripts/setup installs it)" >&2; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/flare-e2e-dashboard.XXXXXX")
 SOCKET="flare-e2e-$$"
-tmux_() { tmux -L "$SOCKET" -f /dev/null "$@"; }
+export LANG=C.UTF-8 LC_ALL=C.UTF-8
+tmux_() { tmux -u -L "$SOCKET" -f /dev/null "$@"; }
+# width TEXT: display columns (code points: the dashboard's text is all narrow), trailing blanks dropped.
+width() { node -e 'process.stdout.write(String([...process.argv[1].replace(/ +$/, "")].length))' "$1"; }
 cleanup() {
   tmux_ kill-server 2>/dev/null || true
   rm -rf "$WORK"
@@ -76,16 +79,16 @@ wait_for "KV pages +[0-9,]+ used, [0-9,]+ backed, [0-9,]+ reserved"
 screen=$(tmux_ capture-pane -p -t flare)
 grep -qE "generated +0 tokens/s" <<<"$screen" && fail "no generated tokens counted"
 top=$(grep -m1 "Requests" <<<"$screen")
-[[ $(printf '%s' "$top" | wc -m) == 100 ]] || fail "the box is not 100 columns wide: '$top'"
+[[ $(width "$top") == 100 ]] || fail "the box is not 100 columns wide: '$top'"
 
 step "a resize redraws at the new width"
 tmux_ resize-window -t flare -x 72 -y 30
 for ((i = 0; i < 50; i++)); do
   top=$(tmux_ capture-pane -p -t flare | grep -m1 "Requests" || true)
-  [[ $(printf '%s' "$top" | tr -d ' ' | wc -m) -gt 0 && $(printf '%s' "$top" | sed 's/ *$//' | wc -m) == 72 ]] && break
+  [[ $(width "$top") == 72 ]] && break
   sleep 0.1
 done
-[[ $(printf '%s' "$top" | sed 's/ *$//' | wc -m) == 72 ]] || fail "after the resize the box is not 72 columns: '$top'"
+[[ $(width "$top") == 72 ]] || fail "after the resize the box is not 72 columns: '$top'"
 tmux_ capture-pane -p -t flare >"$WORK/screen.txt"
 cat "$WORK/screen.txt"
 

@@ -45,7 +45,7 @@ struct Samples {
     first.metrics = histograms();
     first.metrics.n_prompt_tokens = 1000;
     first.metrics.ttft_counts = {5, 0, 0, 0};  // before the window: must not count
-    first.engine.n_steps = 100;
+    first.n_steps = 100;
     first.engine.n_prefix_queried_tokens = 500;
     first.engine.n_prefix_hit_tokens = 100;
     second = first;
@@ -55,7 +55,7 @@ struct Samples {
     second.metrics.tpot_counts = {0, 90, 0, 0};         // 90 later tokens in (0.01, 0.02]
     second.metrics.requests_by_status = {{200, 10}, {429, 2}, {499, 1}};
     second.metrics.n_open_connections = 3;
-    second.engine.n_steps = 600;                        // 50 steps/s
+    second.n_steps = 600;                        // 50 steps/s
     second.engine.n_running = 2;
     second.engine.n_waiting = 1;
     second.engine.n_kv_pages_used = 40;
@@ -108,7 +108,7 @@ TEST(DashboardWindow, KeepsOneSampleAtLeastAWindowOld) {
   for (int i = 0; i <= 40; ++i) {  // every second for 40 s, 10 steps a second
     DashboardSample sample = s.first;
     sample.at = s.t0 + std::chrono::seconds(i);
-    sample.engine.n_steps = 10 * i;
+    sample.n_steps = 10 * i;
     window.add(sample);
   }
   const DashboardView v = window.view(info(), s.t0);
@@ -231,7 +231,7 @@ TEST(DashboardThread, RedirectedWritesPlainLinesOnly) {
       DashboardSample sample = s.second;
       sample.at = DashboardClock::now();
       if (busy) ++n_steps;
-      sample.engine.n_steps = n_steps;
+      sample.n_steps = n_steps;
       return sample;
     }, Dashboard::Timing{5ms, 40ms, 1000ms});
     std::this_thread::sleep_for(150ms);
