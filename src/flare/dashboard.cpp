@@ -120,10 +120,14 @@ void Dashboard::draw(const DashboardView& view) {
   std::string frame = "\x1b[H";
   for (std::size_t i = 0; i < lines.size(); ++i) {
     frame += lines[i];
-    frame += "\x1b[K";
+    // A full-width line leaves the cursor on its last cell (wrapping is off): clearing from there
+    // would erase that cell.
+    if (display_width(lines[i]) < static_cast<std::size_t>(size.columns)) frame += "\x1b[K";
     if (i + 1 < lines.size()) frame += "\r\n";
   }
-  frame += "\x1b[J";
+  // Clear what an earlier, taller frame left below, from the start of the next row (clearing from
+  // the cursor would erase a full-width last line's last cell).
+  if (static_cast<int>(lines.size()) < size.rows) frame += fmt::format("\x1b[{};1H\x1b[J", lines.size() + 1);
   std::fwrite(frame.data(), 1, frame.size(), out_);
   std::fflush(out_);
 }

@@ -109,9 +109,17 @@ std::vector<std::string> render_dashboard(const TerminalInfo& terminal, const Da
                                           const DashboardView& view, int columns, int rows) {
   const int width = std::clamp(columns, 24, 120);
   std::vector<std::string> lines;
-  std::string header = paint(terminal, style::bold, paint(terminal, style::cyan, "\u2726 flare")) + "  " +
-                       paint(terminal, style::bold, info.model) + "  " + info.url + "  " +
-                       paint(terminal, style::muted, info.backend + ", up " + uptime_text(view.uptime_s));
+  // The header's parts, the least useful last: dropped while the line is wider than the terminal.
+  std::vector<std::string> parts{paint(terminal, style::bold, paint(terminal, style::cyan, "\u2726 flare")),
+                                 paint(terminal, style::bold, info.model), info.url,
+                                 paint(terminal, style::muted, "up " + uptime_text(view.uptime_s)),
+                                 paint(terminal, style::muted, info.backend)};
+  std::string header;
+  for (; !parts.empty(); parts.pop_back()) {
+    header.clear();
+    for (const auto& part : parts) header += (header.empty() ? "" : "  ") + part;
+    if (display_width(header) <= static_cast<std::size_t>(columns)) break;
+  }
   lines.push_back(header);
   for (const auto& section : sections(info, view)) {
     const auto fields = render_fields(terminal, section.fields, width - 4);

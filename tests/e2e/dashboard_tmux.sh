@@ -28,7 +28,7 @@ BIN=$(cd "$BIN" && pwd)
 fail() {
   echo "FAIL: $*" >&2
   echo "--- the pane:" >&2
-  tmux_ capture-pane -p -t flare 2>/dev/null >&2 || true
+  tmux_ capture-pane -p -J -t flare >&2 2>/dev/null || true
   exit 1
 }
 step() { echo "== $*"; }
@@ -95,7 +95,7 @@ cat "$WORK/screen.txt"
 step "Ctrl-C drains and gives the terminal back"
 tmux_ send-keys -t flare C-c
 wait_for "flare exited 0"
-screen=$(tmux_ capture-pane -p -t flare)
+screen=$(tmux_ capture-pane -p -J -t flare)  # -J: the long startup line may have wrapped
 grep -q "Serving .* ready in" <<<"$screen" || fail "the startup lines did not come back"
 grep -q "Stopped\." <<<"$screen" || fail "no Stopped. line"
 grep -q "┌─ Requests" <<<"$screen" && fail "the dashboard is still on the screen"

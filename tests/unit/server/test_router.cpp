@@ -374,7 +374,8 @@ TEST(Limits, DerivedFromContextAndConcurrency) {
   EXPECT_EQ(derive_limits(model, 20'000).max_connections, 20'000 - 256);
   EXPECT_EQ(derive_limits(model, 10'000'000).max_connections, 65'536);
   EXPECT_EQ(derive_limits(model, 40).max_connections, 2 * 8 + 32);
-  EXPECT_EQ(connection_cap(40), 16);
+  EXPECT_EQ(connection_cap(40), 30);  // a quarter kept back
+  EXPECT_EQ(connection_cap(8), 16);
   EXPECT_EQ(connection_cap(200), 150);
 }
 
