@@ -22,6 +22,15 @@ int main(int argc, char** argv) {
   add_bench_command(*app);
   add_signing_commands(*app);
   app->footer(recipes_help());
+  // `ignition export MODEL --help` shows MODEL's recipe: help is answered from the raw arguments
+  // before they are parsed, so the word after the command is taken here.
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string command = argv[i], next = argv[i + 1];
+    if ((command != "export" && command != "debug-serve") || next.empty() || next[0] == '-') continue;
+    export_options.model = next;
+    debug_serve_options.prepare.model = next;
+    break;
+  }
   return run_cli(*app, argc, argv);
 }
 

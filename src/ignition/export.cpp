@@ -490,6 +490,7 @@ void add_preparation_flags(CLI::App& app, ExportOptions& options) {
   command->add_flag("--no-mtp-adaptive-verification", options.no_mtp_adaptive_verification,
                     "Verify a fixed number of drafts every round instead of adapting to measured acceptance");
   // Help after MODEL shows that recipe's declarations; otherwise every recipe's summary.
+  // (Help is answered before parsing: main() sets options.model from `COMMAND MODEL --help`.)
   command->footer([&options] {
     const std::string one = options.model.empty() ? "" : recipe_help(options.model);
     return one.empty() ? recipes_help() : one;

@@ -13,6 +13,7 @@ namespace {
 std::string checkpoint_text(const model::Recipe& r) {
   if (r.checkpoint.kind == model::CheckpointSource::Kind::bundled)
     return fmt::format("bundled ({}, in the project's assets)", r.checkpoint.bundled_directory);
+  if (r.checkpoint.revision.empty()) return r.checkpoint.repository + " (no pinned revision)";
   return fmt::format("{}@{}", r.checkpoint.repository, r.checkpoint.revision.substr(0, 12));
 }
 
@@ -46,7 +47,9 @@ std::string recipe_help(const std::string& selector) {
   field("aliases", fmt::format("{}", fmt::join(r->aliases, ", ")));
   field("checkpoint", r->checkpoint.kind == model::CheckpointSource::Kind::bundled
                           ? checkpoint_text(*r)
-                          : fmt::format("{} at {}", r->checkpoint.repository, r->checkpoint.revision));
+                          : r->checkpoint.revision.empty()
+                              ? checkpoint_text(*r)
+                              : fmt::format("{} at {}", r->checkpoint.repository, r->checkpoint.revision));
   field("architectures", fmt::format("{}", fmt::join(r->architectures, ", ")));
   field("license", r->license);
   field("tensor parallel", fmt::format("{}", fmt::join(r->tensor_parallel_sizes, ", ")));
@@ -58,9 +61,9 @@ std::string recipe_help(const std::string& selector) {
   field("sampling defaults", fmt::format("temperature {}, top_p {}, top_k {}, min_p {}, repetition penalty {}",
                                          r->sampling.temperature, r->sampling.top_p, r->sampling.top_k,
                                          r->sampling.min_p, r->sampling.repetition_penalty));
-  field("sampling ranges", fmt::format("temperature {} to {}, top_k up to {}", r->ranges.temperature_min,
+  field("sampling ranges", fmt::format("temperature {} to {}, top_k {}", r->ranges.temperature_min,
                                        r->ranges.temperature_max,
-                                       r->ranges.top_k_max == 0 ? std::string("any") : std::to_string(r->ranges.top_k_max)));
+                                       r->ranges.top_k_max == 0 ? std::string("any") : "up to " + std::to_string(r->ranges.top_k_max)));
   if (!r->export_repository.empty()) field("export repository", r->export_repository);
   return text;
 }

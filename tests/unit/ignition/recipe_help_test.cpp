@@ -15,7 +15,8 @@ TEST(RecipeHelp, SummaryListsEveryRecipe) {
   for (const auto& recipe : model::all_recipes()) {
     for (const auto& alias : recipe.aliases) EXPECT_NE(text.find(alias), std::string::npos) << alias;
     if (!recipe.checkpoint.repository.empty()) {
-      EXPECT_NE(text.find(recipe.checkpoint.repository + "@"), std::string::npos) << recipe.name;
+      EXPECT_NE(text.find(recipe.checkpoint.repository + (recipe.checkpoint.revision.empty() ? " (no pinned revision)" : "@")),
+                std::string::npos) << recipe.name;
     }
   }
   EXPECT_NE(text.find("tensor parallel 1"), std::string::npos) << text;
