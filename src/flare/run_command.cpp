@@ -475,7 +475,7 @@ void add_run_command(CLI::App& app, PackageCommandGlobals& globals, RunOptions& 
                              "Verify the full draft count every round");
   command->add_option("--config", globals.config, "Configuration file (default ~/.config/flare/config.toml)");
   command->add_option("--model-cache", globals.model_cache, "Model cache directory (default [paths] package_cache)");
-  command->add_flag("--plain", globals.plain, "No styling or animation");
+  command->add_flag("--plain", globals.plain, "No styling, animation or live dashboard (plain metrics lines instead)");
 }
 
 }  // namespace flare::cli
