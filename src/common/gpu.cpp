@@ -30,6 +30,8 @@ struct Nvml {
   nvmlReturn_t (*device_uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*device_memory)(nvmlDevice_t, NvmlMemory*) = nullptr;
   nvmlReturn_t (*device_capability)(nvmlDevice_t, int*, int*) = nullptr;
+  nvmlReturn_t (*device_max_clock)(nvmlDevice_t, int, unsigned int*) = nullptr;  // optional
+  nvmlReturn_t (*device_bus_width)(nvmlDevice_t, unsigned int*) = nullptr;       // optional
 
   ~Nvml() {
     if (shutdown) shutdown();
@@ -52,6 +54,8 @@ struct Nvml {
       return "the NVIDIA management library lacks required functions";
     if (init() != kNvmlSuccess) return "the NVIDIA driver did not initialize";
     bind(shutdown, "nvmlShutdown");
+    bind(device_max_clock, "nvmlDeviceGetMaxClockInfo");
+    bind(device_bus_width, "nvmlDeviceGetMemoryBusWidth");
     return "";
   }
 };
@@ -118,6 +122,12 @@ GpuInventory discover_gpus() {
       info.free_bytes = memory.free;
     }
     nvml.device_capability(device, &info.compute_major, &info.compute_minor);
+    constexpr int kNvmlClockMem = 2;
+    unsigned int memory_mhz = 0, bus_bits = 0;
+    if (nvml.device_max_clock && nvml.device_bus_width &&
+        nvml.device_max_clock(device, kNvmlClockMem, &memory_mhz) == kNvmlSuccess &&
+        nvml.device_bus_width(device, &bus_bits) == kNvmlSuccess)
+      info.peak_memory_bytes_per_s = 2.0 * memory_mhz * 1e6 * bus_bits / 8.0;
     all.push_back(info);
   }
   std::vector<int> order;

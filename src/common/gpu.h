@@ -19,6 +19,9 @@ struct GpuInfo {
   std::uint64_t free_bytes = 0;
   int compute_major = 0;
   int compute_minor = 0;
+  // The memory's peak rate from its maximum clock and bus width (double data rate); 0 where NVML
+  // does not say. What a step reading its weights could reach at best.
+  double peak_memory_bytes_per_s = 0;
   std::string arch() const;  // "sm_90"
 };
 

@@ -1,5 +1,7 @@
 #include "common/host_memory.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 
@@ -15,6 +17,13 @@ std::uint64_t host_memory_bytes(std::string_view field) {
     std::getline(in, unit);  // the rest of the line ("kB" or nothing)
   }
   return 0;
+}
+
+std::uint64_t process_resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  std::uint64_t size_pages = 0, resident_pages = 0;
+  if (!(in >> size_pages >> resident_pages)) return 0;
+  return resident_pages * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
 }  // namespace flare

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu.h"
 #include "helios/backend.h"
 #include "helios/serving_catalog.h"
 #include "package/package.h"
@@ -44,7 +45,8 @@ class GpuRuntime {
   std::int64_t n_compiled() const;           // kernels compiled since load (always 0: no NVRTC)
   std::int64_t n_tuned() const;              // GEMM shapes timed since load (0: the table is frozen)
   std::size_t n_tuned_shapes() const;        // GEMM shapes in the packaged table (fused choices apart)
-  GpuDeviceMemory memory() const;            // the device, now
+  GpuDeviceMemory memory() const;            // the device, now (from the thread that loaded it)
+  GpuInfo gpu_info() const;                  // the chosen GPU as NVML described it at start
 
  private:
   struct State;

@@ -21,6 +21,7 @@ std::int64_t GpuRuntime::n_compiled() const { return 0; }
 std::int64_t GpuRuntime::n_tuned() const { return 0; }
 std::size_t GpuRuntime::n_tuned_shapes() const { return 0; }
 GpuDeviceMemory GpuRuntime::memory() const { return {}; }
+GpuInfo GpuRuntime::gpu_info() const { return {}; }
 
 }  // namespace flare::cli
 

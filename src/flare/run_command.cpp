@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -19,7 +20,9 @@
 #include "common/terminal.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "flare/dashboard.h"
 #include "flare/gpu_runtime.h"
+#include "flare/inspect_view.h"
 #include "flare/kv_groups.h"
 #include "flare/kv_sizing.h"
 #include "flare/package_selection.h"
@@ -32,6 +35,7 @@
 #include "package/crypto.h"
 #include "package/package.h"
 #include "package/trust.h"
+#include "server/connection_limits.h"
 #include "server/router.h"
 #include "server/server.h"
 #include "server/text_frontend.h"
@@ -110,6 +114,57 @@ model::ServingSettings serving_settings(const proto::Capacities& capacities, std
 void print_banner(const TerminalInfo& terminal) {
   if (!terminal.styled) return;
   std::fprintf(stderr, "%s\n", paint(terminal, style::bold, paint(terminal, style::cyan, "  \u2726 flare")).c_str());
+}
+
+// The dashboard's fixed lines: the model, the listener, the backend, the pool and the weight
+// bytes a step reads (what weight bandwidth is counted from).
+DashboardInfo dashboard_info(const package::Package& pkg, const server::ModelInfo& info,
+                             const server::ServerOptions& listener, std::uint16_t port, const GpuRuntime* gpu,
+                             std::int32_t cpu_threads, const engine::EngineOptions& engine_options) {
+  DashboardInfo d;
+  d.model = info.primary_name();
+  const std::string host = listener.host.find(':') != std::string::npos ? "[" + listener.host + "]" : listener.host;
+  d.url = fmt::format("http://{}:{}", host, port);
+  d.backend = gpu ? gpu->device_label() : fmt::format("CPU backend, {} threads", cpu_threads);
+  d.max_concurrency = engine_options.max_concurrency;
+  d.n_kv_pages = engine_options.n_pages;
+  d.page_tokens = engine_options.page_size_tokens;
+  d.speculation = engine_options.speculates();
+  if (const auto weights = package_weight_summary(pkg)) d.decode_weight_bytes = weights->decode_weight_bytes;
+  if (gpu && gpu->gpu_info().peak_memory_bytes_per_s > 0) d.device_bandwidth_bytes_per_s = gpu->gpu_info().peak_memory_bytes_per_s;
+  return d;
+}
+
+// Samples for the dashboard thread: the server's counters and the engine's stats (both
+// thread-safe), and memory: the GPU's through NVML (no CUDA context on this thread; NVML is opened
+// for each reading, so once every five seconds), or this process's resident memory on the CPU
+// backend, once a second.
+Dashboard::Sampler dashboard_sampler(server::Server& http, const engine::LocalEngine& engine, const GpuRuntime* gpu) {
+  struct MemoryProbe {
+    std::string uuid;
+    DashboardClock::time_point last{};
+    std::optional<DeviceMemoryUse> value;
+  };
+  auto probe = std::make_shared<MemoryProbe>();
+  if (gpu) probe->uuid = gpu->gpu_info().uuid;
+  return [&http, &engine, probe] {
+    DashboardSample sample;
+    sample.at = DashboardClock::now();
+    sample.metrics = http.metrics().snapshot();
+    sample.engine = engine.stats();
+    sample.n_steps = engine.counters().n_steps;
+    if (sample.at - probe->last >= std::chrono::seconds(probe->uuid.empty() ? 1 : 5)) {
+      probe->last = sample.at;
+      if (probe->uuid.empty()) {
+        probe->value = DeviceMemoryUse{process_resident_bytes(), 0, true};
+      } else {
+        for (const auto& g : discover_gpus().gpus)
+          if (g.uuid == probe->uuid) probe->value = DeviceMemoryUse{g.total_bytes - g.free_bytes, g.total_bytes, false};
+      }
+    }
+    sample.memory = probe->value;
+    return sample;
+  };
 }
 
 }  // namespace
@@ -354,7 +409,11 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   server_options.port = static_cast<std::uint16_t>(options.port.value_or(config.server.port.value_or(8000)));
   if (options.port && (*options.port < 0 || *options.port > 65535)) fail_usage("--port must be from 0 to 65535");
   server_options.api_key = options.api_key_file ? read_api_key_file(*options.api_key_file) : config.server.api_key.value_or("");
-  server_options.limits = server::derive_limits(info);
+  server_options.limits = server::derive_limits(info, server::raise_open_file_limit());
+  std::atomic<Dashboard*> live_dashboard{nullptr};
+  server_options.on_stopping = [&live_dashboard] {
+    if (Dashboard* dashboard = live_dashboard.load()) dashboard->set_status("Stopping: draining active requests");
+  };
   server::Server http(server_options, engine, *frontend, info);
   {
     ProgressStage stage(terminal, stderr, "Start HTTP");
@@ -372,7 +431,14 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
                format_count(static_cast<std::uint64_t>(kv.tokens)).c_str(), kv.limited_by.c_str(),
                options.memory_limit.value_or("none").c_str(), format_elapsed(Clock::now() - started).c_str());
   std::fflush(stderr);
-  http.run();
+  {
+    Dashboard dashboard(terminal, stderr,
+                        dashboard_info(*pkg, info, server_options, http.port(), gpu.get(), cpu_threads, engine_options),
+                        dashboard_sampler(http, engine, gpu.get()));
+    live_dashboard = &dashboard;
+    http.run();
+    live_dashboard = nullptr;
+  }  // the terminal is restored here, after the drain
   if (gpu)
     std::fprintf(stderr, "Stopped. While serving: %lld kernels compiled, %lld GEMM shapes tuned.\n",
                  static_cast<long long>(gpu->n_compiled()), static_cast<long long>(gpu->n_tuned()));
@@ -420,7 +486,7 @@ void add_run_command(CLI::App& app, PackageCommandGlobals& globals, RunOptions& 
                              "Verify the full draft count every round");
   command->add_option("--config", globals.config, "Configuration file (default ~/.config/flare/config.toml)");
   command->add_option("--model-cache", globals.model_cache, "Model cache directory (default [paths] package_cache)");
-  command->add_flag("--plain", globals.plain, "No styling or animation");
+  command->add_flag("--plain", globals.plain, "No styling, animation or live dashboard (plain metrics lines instead)");
 }
 
 }  // namespace flare::cli

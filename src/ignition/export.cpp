@@ -15,6 +15,7 @@
 #include "ignition/draft_model.h"
 #include "ignition/gpu_preparation.h"
 #include "ignition/memory_plan.h"
+#include "ignition/recipe_help.h"
 #include "ignition/resolve.h"
 #include "ignition/signing_identity.h"
 #include "ignition/weight_reuse.h"
@@ -457,6 +458,11 @@ int run_export(const ExportOptions& options) {
 void add_export_command(CLI::App& app, ExportOptions& options) {
   CLI::App* command = add_command(app, "export", "Prepare a model and publish a signed package in the model cache",
                                   [&options] { return run_export(options); });
+  add_preparation_flags(*command, options);
+}
+
+void add_preparation_flags(CLI::App& app, ExportOptions& options) {
+  CLI::App* command = &app;
   command->add_option("MODEL", options.model,
                       "Recipe alias, Hugging Face repository (org/name[@revision]) or checkpoint directory "
                       "(default: [defaults] model)");
@@ -488,6 +494,12 @@ void add_export_command(CLI::App& app, ExportOptions& options) {
                       "Most target tokens of verify rows in one step (default 128)");
   command->add_flag("--no-mtp-adaptive-verification", options.no_mtp_adaptive_verification,
                     "Verify a fixed number of drafts every round instead of adapting to measured acceptance");
+  // Help after MODEL shows that recipe's declarations; otherwise every recipe's summary.
+  // (Help is answered before parsing: main() sets options.model from `COMMAND MODEL --help`.)
+  command->footer([&options] {
+    const std::string one = options.model.empty() ? "" : recipe_help(options.model);
+    return one.empty() ? recipes_help() : one;
+  });
 }
 
 }  // namespace flare::ignition

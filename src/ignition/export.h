@@ -41,6 +41,8 @@ int run_export(const ExportOptions& options);
 
 // Registers `export` and its flags.
 void add_export_command(CLI::App& app, ExportOptions& options);
+// The preparation flags (MODEL and every export option), shared with `debug-serve`.
+void add_preparation_flags(CLI::App& command, ExportOptions& options);
 
 // Where bundled checkpoints (the demo model) live: the project's assets directory.
 std::filesystem::path assets_directory();

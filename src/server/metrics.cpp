@@ -1,6 +1,8 @@
 // Prometheus text format 0.0.4 exposition (metrics.h).
 #include "server/metrics.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace flare::server {
@@ -51,6 +53,44 @@ void Metrics::record_time_per_output_token(double seconds) {
 void Metrics::record_e2e_latency(double seconds) {
   std::lock_guard lock(mutex_);
   e2e_s_.observe(seconds);
+}
+
+std::optional<double> histogram_quantile(const std::vector<double>& bounds, const std::vector<uint64_t>& counts,
+                                         double quantile) {
+  uint64_t total = 0;
+  for (uint64_t c : counts) total += c;
+  if (total == 0 || bounds.empty()) return std::nullopt;
+  const double rank = quantile * static_cast<double>(total);
+  uint64_t below = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 0 || static_cast<double>(below + counts[i]) < rank) {
+      below += counts[i];
+      continue;
+    }
+    if (i >= bounds.size()) return bounds.back();
+    const double lower = i == 0 ? 0.0 : bounds[i - 1];
+    const double within = (rank - static_cast<double>(below)) / static_cast<double>(counts[i]);
+    return lower + (bounds[i] - lower) * std::clamp(within, 0.0, 1.0);
+  }
+  return bounds.back();
+}
+
+MetricsSnapshot Metrics::snapshot() const {
+  MetricsSnapshot s;
+  std::lock_guard lock(mutex_);
+  for (const auto& [key, count] : requests_) {
+    if (key.first == "/health" || key.first == "/metrics") continue;  // probes, not traffic
+    s.requests_by_status[key.second] += count;
+  }
+  s.n_prompt_tokens = n_prompt_tokens_;
+  s.n_generated_tokens = n_generated_tokens_;
+  s.ttft_bounds_s = ttft_s_.bounds();
+  s.ttft_counts = ttft_s_.counts();
+  s.tpot_bounds_s = tpot_s_.bounds();
+  s.tpot_counts = tpot_s_.counts();
+  s.n_open_connections = n_open_connections_.load(std::memory_order_relaxed);
+  s.n_evicted_connections = n_evicted_connections_.load(std::memory_order_relaxed);
+  return s;
 }
 
 namespace {
@@ -112,6 +152,11 @@ std::string Metrics::render(const engine::EngineStats& stats, const std::string&
                                                        : 0.0;
   gauge("flare_spec_decode_mean_accepted_length", "Tokens committed per verify round (accepted drafts + 1).",
         mean_accepted);
+  gauge("flare_http_connections", "Open HTTP connections.",
+        static_cast<double>(n_open_connections_.load(std::memory_order_relaxed)));
+  counter("flare_http_connections_evicted_total",
+          "Connections closed before they finished sending a request, to make room at the connection cap.",
+          static_cast<std::int64_t>(n_evicted_connections_.load(std::memory_order_relaxed)));
   return out;
 }
 

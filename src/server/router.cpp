@@ -5,14 +5,15 @@
 
 #include "server/adapter_util.h"
 #include "server/adapters.h"
+#include "server/connection_limits.h"
 
 namespace flare::server {
 
-ServerLimits derive_limits(const ModelInfo& model) {
+ServerLimits derive_limits(const ModelInfo& model, int64_t open_file_limit) {
   ServerLimits limits;
   size_t context_bytes = static_cast<size_t>(std::max(model.max_context_tokens, 1)) * 16u;
   limits.max_body_bytes = std::min<size_t>(context_bytes + (1u << 20), 64u << 20);
-  limits.max_connections = std::max(256, model.max_concurrency * 4 + 32);
+  limits.max_connections = std::max(connection_cap(open_file_limit), model.max_concurrency * 2 + 32);
   return limits;
 }
 

@@ -20,7 +20,7 @@ struct ServerLimits {
   size_t max_body_bytes = 8u << 20;
   int32_t max_json_depth = 64;
   uint32_t max_header_bytes = 16u << 10;
-  int32_t max_connections = 512;
+  int32_t max_connections = 512;      // at the cap, the oldest connection still sending its request goes
   int32_t n_threads = 4;
   int64_t header_timeout_ms = 10'000;  // from the first byte to the end of the headers
   int64_t body_timeout_ms = 60'000;    // from the end of the headers to the end of the body
@@ -30,9 +30,9 @@ struct ServerLimits {
 };
 
 // Body limit: a full context of text (~16 bytes per token after JSON escaping) plus 1 MiB of
-// tools and framing, at most 64 MiB. Connections: room for every active request plus as many
-// waiting, and idle keep-alive clients.
-ServerLimits derive_limits(const ModelInfo& model);
+// tools and framing, at most 64 MiB. Connections: what the open-file limit allows
+// (connection_limits.h), never fewer than every active request plus as many waiting.
+ServerLimits derive_limits(const ModelInfo& model, int64_t open_file_limit = 1024);
 
 struct RouteResult {
   HttpResponse response;              // the answer, unless `job` is set

@@ -2,12 +2,20 @@
 // threads run one io_context; each connection's handlers run on its own strand. The engine
 // thread calls a request's sink, which posts the output onto the session's strand, so a
 // session's state is only touched on its strand. Streaming responses use chunked encoding.
+//
+// Connections: the listener always accepts. Sessions still sending their request (or idle
+// between requests, or closing) sit in a queue ordered by when they began waiting; at the
+// connection cap, each new connection closes the queue's oldest, so stalled clients can neither
+// exhaust descriptors nor keep /health and /metrics from answering. Sessions generating or
+// writing a response are never evicted.
 #include "server/server.h"
 
 #include <atomic>
+#include <cerrno>
 #include <functional>
 #include <chrono>
 #include <deque>
+#include <list>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -42,10 +50,10 @@ struct ServerState {
   std::atomic<bool> stopping{false};
   std::atomic<int32_t> n_connections{0};
   std::atomic<int32_t> n_active_generations{0};
-  // At the connection cap the listener stops accepting (new clients wait in the kernel's backlog)
-  // and the session that brings the count back under the cap resumes it.
-  std::atomic<bool> accept_paused{false};
-  std::function<void()> resume_accept;
+  // Sessions that may be evicted, oldest first (see the file comment). A session adds and removes
+  // itself (its destructor too) under `waiting_mutex`, so every pointer here is still alive.
+  std::mutex waiting_mutex;
+  std::list<Session*> waiting;
   std::mutex sessions_mutex;
   std::set<std::weak_ptr<Session>, std::owner_less<std::weak_ptr<Session>>> sessions;
   asio::io_context ioc;  // last: destroyed first, with the handlers that reference the rest
@@ -69,12 +77,17 @@ class SessionSink final : public engine::OutputSink {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ServerState& state)
-      : stream_(std::move(socket)), state_(state), write_timer_(stream_.get_executor()) {}
+      : stream_(std::move(socket)), state_(state), write_timer_(stream_.get_executor()) {
+    state_.metrics.connection_opened();
+  }
   ~Session() {
-    const int32_t remaining = state_.n_connections.fetch_sub(1) - 1;
-    if (remaining < state_.options.limits.max_connections && state_.accept_paused.exchange(false) &&
-        state_.resume_accept)
-      asio::post(state_.ioc, state_.resume_accept);
+    {
+      std::lock_guard lock(state_.waiting_mutex);
+      if (in_waiting_) state_.waiting.erase(waiting_at_);
+      in_waiting_ = false;
+    }
+    state_.n_connections.fetch_sub(1);
+    state_.metrics.connection_closed();
   }
 
   void start() {
@@ -88,6 +101,19 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // From the listener, at the connection cap: close this session if it is still waiting for its
+  // request (it may have finished reading it since it was chosen; then it stays).
+  void evict() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->evictable_) return;
+      self->state_.metrics.connection_evicted();
+      self->close();
+    });
+  }
+
+  // Called by the listener with `waiting_mutex` held, after taking this session off the queue.
+  void left_waiting_queue() { in_waiting_ = false; }
+
   void deliver(size_t request_index, engine::StepOutput output) {
     asio::post(stream_.get_executor(), [self = shared_from_this(), request_index, output = std::move(output)]() mutable {
       self->on_output(request_index, std::move(output));
@@ -96,6 +122,23 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   const ServerLimits& limits() const { return state_.options.limits; }
+
+  // Enters the eviction queue (at its back) unless already there; on the strand.
+  void enter_waiting() {
+    evictable_ = true;
+    std::lock_guard lock(state_.waiting_mutex);
+    if (in_waiting_) return;
+    waiting_at_ = state_.waiting.insert(state_.waiting.end(), this);
+    in_waiting_ = true;
+  }
+
+  // The request has arrived whole (or is being answered): no longer evictable; on the strand.
+  void leave_waiting() {
+    evictable_ = false;
+    std::lock_guard lock(state_.waiting_mutex);
+    if (in_waiting_) state_.waiting.erase(waiting_at_);
+    in_waiting_ = false;
+  }
 
   void close() {
     beast::error_code ignored;
@@ -106,6 +149,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Keep-alive: wait for the first byte of the next request under the idle timeout.
   void wait_for_request() {
     if (state_.stopping) return close();
+    enter_waiting();
     if (buffer_.size() > 0) return read_header();
     stream_.expires_after(std::chrono::milliseconds(limits().idle_timeout_ms));
     stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code error, size_t n) {
@@ -165,6 +209,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void respond_plain(int status, const std::string& message) {
+    leave_waiting();
     keep_alive_ = false;
     std::string path = parser_ ? std::string(parser_->get().target()) : "";
     ApiStyle style = path.rfind("/v1/messages", 0) == 0 ? ApiStyle::anthropic : ApiStyle::openai;
@@ -173,6 +218,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_request() {
+    leave_waiting();
     auto& message = parser_->get();
     HttpRequest request;
     request.method = std::string(message.method_string());
@@ -216,6 +262,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Half-close, then discard what the client still sends (an unread body would make the
   // kernel reset the connection and lose the response), then close.
   void graceful_close() {
+    enter_waiting();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(std::chrono::milliseconds(1000));
@@ -422,6 +469,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<std::string> writes_;
   bool writing_ = false;
   Clock::time_point request_start_, first_token_, last_token_;
+  bool evictable_ = false;                     // on the strand
+  bool in_waiting_ = false;                    // under state_.waiting_mutex
+  std::list<Session*>::iterator waiting_at_;   // under state_.waiting_mutex
 
   friend class SessionSink;
 };
@@ -437,32 +487,59 @@ struct Server::Impl {
   uint16_t bound_port = 0;
   std::atomic<bool> stop_requested{false};
 
+  std::optional<asio::steady_timer> accept_retry;
+  size_t n_sessions_after_prune = 16;  // under state.sessions_mutex
+
   Impl(ServerOptions options, engine::Engine& engine, const Frontend& fe, ModelInfo model)
       : state(std::move(options), engine, std::move(model)), frontend(fe) {
     state.router = std::make_unique<Router>(frontend, state.model, state.options.api_key, state.engine,
                                             state.metrics, state.options.limits);
-    state.resume_accept = [this] { accept(); };
+  }
+
+  // Closes the session that has waited longest for its request; false when none is waiting.
+  bool evict_oldest_waiting() {
+    std::shared_ptr<Session> victim;
+    {
+      std::lock_guard lock(state.waiting_mutex);
+      while (!victim && !state.waiting.empty()) {
+        Session* oldest = state.waiting.front();
+        state.waiting.pop_front();
+        oldest->left_waiting_queue();
+        victim = oldest->weak_from_this().lock();  // empty when it is being destroyed already
+      }
+    }
+    if (victim) victim->evict();
+    return victim != nullptr;
   }
 
   void accept() {
     if (state.stopping || !acceptor->is_open()) return;
-    if (state.n_connections.load() >= state.options.limits.max_connections) {
-      state.accept_paused = true;
-      // A session may have ended between the check and the flag: resume if so.
-      if (state.n_connections.load() >= state.options.limits.max_connections || !state.accept_paused.exchange(false))
-        return;
-    }
     acceptor->async_accept(asio::make_strand(state.ioc), [this](beast::error_code error, tcp::socket socket) {
       if (error) {
         if (error == asio::error::operation_aborted || !acceptor->is_open()) return;
+        // Out of descriptors (the cap sits below the limit, but other files count too): make
+        // room and try again shortly rather than spinning on the failing accept.
+        if (error == asio::error::no_descriptors || error.value() == ENFILE) {
+          evict_oldest_waiting();
+          accept_retry.emplace(state.ioc);
+          accept_retry->expires_after(std::chrono::milliseconds(10));
+          accept_retry->async_wait([this](beast::error_code wait_error) {
+            if (!wait_error) accept();
+          });
+          return;
+        }
         return accept();
       }
-      state.n_connections.fetch_add(1);
+      if (state.n_connections.fetch_add(1) + 1 > state.options.limits.max_connections) evict_oldest_waiting();
       auto session = std::make_shared<Session>(std::move(socket), state);
       {
         std::lock_guard lock(state.sessions_mutex);
-        for (auto it = state.sessions.begin(); it != state.sessions.end();) {
-          it = it->expired() ? state.sessions.erase(it) : std::next(it);
+        // Pruning walks the whole set: only when it has doubled since, so a flood stays linear.
+        if (state.sessions.size() >= 2 * n_sessions_after_prune) {
+          for (auto it = state.sessions.begin(); it != state.sessions.end();) {
+            it = it->expired() ? state.sessions.erase(it) : std::next(it);
+          }
+          n_sessions_after_prune = std::max<size_t>(state.sessions.size(), 16);
         }
         state.sessions.insert(session);
       }
@@ -473,6 +550,7 @@ struct Server::Impl {
 
   void begin_stop() {
     if (state.stopping.exchange(true)) return;
+    if (state.options.on_stopping) state.options.on_stopping();
     beast::error_code ignored;
     acceptor->close(ignored);
     std::lock_guard lock(state.sessions_mutex);

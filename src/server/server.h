@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,8 @@ struct ServerOptions {
   std::string api_key;             // empty: no authentication
   ServerLimits limits;
   bool handle_signals = true;
+  // Called once, on an HTTP thread, when stopping begins (before the drain), e.g. to say so.
+  std::function<void()> on_stopping;
 };
 
 class Server {

@@ -73,6 +73,8 @@ std::int64_t GpuRuntime::n_compiled() const { return state_->backend->n_compiled
 std::int64_t GpuRuntime::n_tuned() const { return state_->backend->gemm_tuning().n_timed(); }
 std::size_t GpuRuntime::n_tuned_shapes() const { return state_->n_shapes; }
 
+GpuInfo GpuRuntime::gpu_info() const { return state_->gpu; }
+
 GpuDeviceMemory GpuRuntime::memory() const {
   std::size_t free_bytes = 0, total_bytes = 0;
   helios::cuda::check(helios::cuda::driver().mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");

@@ -1,9 +1,12 @@
 // Request parsing and validation for every endpoint, error shapes per API, auth, limits.
+#include <sys/resource.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "fakes.h"
 #include "server/auth.h"
+#include "server/connection_limits.h"
 #include "server/json_body.h"
 #include "server/router.h"
 
@@ -363,9 +366,30 @@ TEST(Limits, DerivedFromContextAndConcurrency) {
   model.max_concurrency = 8;
   ServerLimits limits = derive_limits(model);
   EXPECT_EQ(limits.max_body_bytes, 32768u * 16u + (1u << 20));
-  EXPECT_EQ(limits.max_connections, 256);
+  EXPECT_EQ(limits.max_connections, 1024 - 256);  // the default open-file limit less the reserve
   model.max_context_tokens = 10'000'000;
   EXPECT_EQ(derive_limits(model).max_body_bytes, 64u << 20);
+  // The cap follows the open-file limit, within 16..65,536, and always holds every active
+  // request twice over.
+  EXPECT_EQ(derive_limits(model, 20'000).max_connections, 20'000 - 256);
+  EXPECT_EQ(derive_limits(model, 10'000'000).max_connections, 65'536);
+  EXPECT_EQ(derive_limits(model, 40).max_connections, 2 * 8 + 32);
+  EXPECT_EQ(connection_cap(40), 30);  // a quarter kept back
+  EXPECT_EQ(connection_cap(8), 16);
+  EXPECT_EQ(connection_cap(200), 150);
+}
+
+TEST(Limits, RaisingTheOpenFileLimitReachesTheHardLimit) {
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  const int64_t now = raise_open_file_limit();
+  rlimit after{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &after), 0);
+  EXPECT_EQ(static_cast<int64_t>(after.rlim_cur), now);
+  EXPECT_GE(after.rlim_cur, before.rlim_cur);
+  if (before.rlim_max != RLIM_INFINITY && before.rlim_max <= (1u << 20)) {
+    EXPECT_EQ(after.rlim_cur, before.rlim_max);
+  }
 }
 
 }  // namespace
