@@ -114,7 +114,8 @@ fs::path find_hub_snapshot(const fs::path& hub_cache, const std::string& reposit
   return {};
 }
 
-ResolvedModel resolve_model(const std::string& selector, const Config& config, const fs::path& assets_dir) {
+ResolvedModel resolve_model(const std::string& selector, const Config& config, const fs::path& assets_dir,
+                            const HubOptions& hub) {
   if (selector.empty()) fail_usage("no model given and [defaults] model is not set in {}", config.path.string());
   ResolvedModel resolved;
   std::error_code ec;
@@ -139,13 +140,10 @@ ResolvedModel resolve_model(const std::string& selector, const Config& config, c
       fail_usage("'{}' is neither a directory nor a repository id (org/name[@revision])", selector);
     const model::Recipe* declared = model::find_recipe_by_repository(repository);
     if (revision.empty()) revision = declared ? declared->checkpoint.revision : "main";
+    if (!is_commit(revision) && (revision.find("..") != std::string::npos || revision.size() > 256))
+      fail_usage("'{}': '{}' is not a valid revision", selector, revision);
     std::string commit;
-    const fs::path snapshot = find_hub_snapshot(config.hub_cache(), repository, revision, &commit);
-    if (snapshot.empty())
-      fail(ExitCode::fetch,
-           "{}@{} is not in the hub cache {} and downloading is not available in this build; place a complete "
-           "snapshot there (models--ORG--NAME/snapshots/COMMIT) or pass a checkpoint directory",
-           repository, revision, config.hub_cache().string());
+    const fs::path snapshot = obtain_hub_checkpoint(repository, revision, config, hub, &commit);
     resolved.checkpoint_dir = snapshot;
     resolved.repository = repository;
     resolved.revision = commit;
@@ -171,11 +169,7 @@ ResolvedModel resolve_model(const std::string& selector, const Config& config, c
     } else {
       std::string commit;
       const fs::path snapshot =
-          find_hub_snapshot(config.hub_cache(), recipe->checkpoint.repository, recipe->checkpoint.revision, &commit);
-      if (snapshot.empty())
-        fail(ExitCode::fetch,
-             "{} needs {}@{}, which is not in the hub cache {}; downloading is not available in this build",
-             selector, recipe->checkpoint.repository, recipe->checkpoint.revision, config.hub_cache().string());
+          obtain_hub_checkpoint(recipe->checkpoint.repository, recipe->checkpoint.revision, config, hub, &commit);
       resolved.checkpoint_dir = snapshot;
       resolved.repository = recipe->checkpoint.repository;
       resolved.revision = commit;
