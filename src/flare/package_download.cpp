@@ -68,6 +68,16 @@ void write_origin(const fs::path& path, const Origin& o) {
   write_file_atomic(path, value.dump(2) + "\n");
 }
 
+// The origin record whose download installed `ref`, if any.
+std::optional<Origin> origin_of_entry(const package::ModelCache& cache, const package::EntryRef& ref) {
+  std::error_code ec;
+  for (const auto& file : fs::directory_iterator(cache.root() / "origins", ec)) {
+    if (file.path().extension() != ".json") continue;
+    if (auto origin = read_origin(file.path()); origin && origin->entry == ref.text()) return origin;
+  }
+  return std::nullopt;
+}
+
 // SHA-256 of the signed envelope: the manifest bytes, then the signature text.
 std::string envelope_sha256(const package::Package& pkg) {
   const std::string envelope = pkg.manifest_bytes() + pkg.signature_text();
@@ -247,7 +257,34 @@ SelectedPackage select_or_download(const std::string& target, const PackageDownl
   const bool download_flags = download.revision || download.filename || download.cache_dir || download.token_file;
   if (!is_repository_target(target)) {
     if (download_flags) fail_usage("--revision, --filename, --cache-dir and --token-file apply to ORG/MODEL repositories only");
-    return select_package(target, cache);
+    SelectedPackage selected = select_package(target, cache);
+    // An unqualified model downloaded from a repository: check its recorded origin for updates.
+    if (!selected.entry || target.find('@') != std::string::npos || download.offline) return selected;
+    const std::optional<Origin> origin = origin_of_entry(cache, *selected.entry);
+    if (!origin) return selected;  // exported here: no repository lookup
+    PackageDownloadOptions update;
+    update.repository = origin->repository;
+    update.revision = origin->revision;
+    if (!origin->filename_auto) update.filename = origin->filename;
+    update.token_file = download.token_file;
+    package::EntryRef latest;
+    try {
+      latest = acquire_package(update, config, cache, terminal);
+    } catch (const Error& error) {
+      std::fprintf(stderr, "warning: checking %s@%s for updates failed; serving the cached %s\n         %s\n",
+                   origin->repository.c_str(), origin->revision.c_str(), selected.entry->text().c_str(), error.what());
+      cache.select(*selected.entry);  // a failed check leaves the default as it was
+      return selected;
+    }
+    if (latest.model_key != selected.entry->model_key) {
+      cache.select(*selected.entry);
+      fail(ExitCode::fetch, "{}@{} now holds {}, not {}: refusing the update", origin->repository, origin->revision,
+           latest.model_key, selected.entry->model_key);
+    }
+    if (latest.version == selected.entry->version) return selected;
+    std::fprintf(stderr, "%s: updated to %s from %s@%s\n", selected.entry->model_key.c_str(), latest.version.c_str(),
+                 origin->repository.c_str(), origin->revision.c_str());
+    return select_package(latest.text(), cache);
   }
   if (!download_flags) {
     // A model known to the cache (exported here, or downloaded before) is served as it is.
