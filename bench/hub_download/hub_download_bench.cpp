@@ -66,10 +66,13 @@ int run(int argc, char** argv) {
     hub::BlobRequest request{target, commit, entry->etag(), entry->size};
     hub::TransferOptions options;
     options.n_connections = connections;
+    const double cpu_start = cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     hub::fetch_blob(client, cache, request, options, quiet);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("connections=%d: %.2f s, %.2f GB/s (transfer and SHA-256 check)\n", connections, seconds, gb / seconds);
+    const double cpu = cpu_seconds() - cpu_start;
+    std::printf("connections=%d: %.2f s, %.2f GB/s (transfer and SHA-256 check); client CPU %.2f s (%.2f s per GB)\n",
+                connections, seconds, gb / seconds, cpu, cpu / gb);
   }
   const hub::CacheLayout cache(scratch, repository);
   const double cpu_before = cpu_seconds();

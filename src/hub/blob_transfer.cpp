@@ -366,6 +366,85 @@ std::string content_id_of_file(const std::string& path, bool git_blob) {
   return hex(digest, n_digest);
 }
 
+namespace {
+
+// Opens the partial file for a round: the finished chunks of an earlier run are kept when its
+// record matches this file and chunking (`try_resume`); otherwise the file starts clean, with
+// its space reserved up front so a full disk shows now, not half-way through. Returns the bytes
+// already there.
+std::uint64_t open_partial(Transfer& t, FileHandle& fd, bool try_resume) {
+  const BlobRequest& request = t.request;
+  std::optional<std::vector<char>> record =
+      try_resume ? load_record(t.record_path, request.size, t.chunk_bytes, t.n_chunks) : std::nullopt;
+  struct stat info {};
+  if (record && (::stat(t.part_path.c_str(), &info) != 0 || static_cast<std::uint64_t>(info.st_size) != request.size))
+    record.reset();
+  if (!record) remove_partial(t);
+  fd.reset(::open(t.part_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0) fail(ExitCode::failure, "cannot create {}: {}", t.part_path.string(), std::strerror(errno));
+  t.fd = fd.get();
+  t.done = record ? *record : std::vector<char>(t.n_chunks, 0);
+  t.next_pending = 0;
+  t.abort.flag = false;
+  t.abort.error = nullptr;
+  t.abort.ranges_ignored = false;
+  std::uint64_t resumed = 0;
+  for (std::size_t i = 0; i < t.n_chunks; ++i)
+    if (t.done[i]) resumed += std::min(request.size, (i + 1) * t.chunk_bytes) - i * t.chunk_bytes;
+  t.n_left = request.size - resumed;
+  if (!record && request.size > 0) {
+    const int err = ::fallocate(t.fd, 0, 0, static_cast<off_t>(request.size)) == 0 ? 0 : errno;
+    if (err != 0 && err != EOPNOTSUPP && err != ENOSYS) {
+      fd.reset();
+      remove_partial(t);
+      fail_write(err, request, t.part_path, request.size);
+    }
+    if (err != 0 && ::ftruncate(t.fd, static_cast<off_t>(request.size)) != 0)
+      fail_write(errno, request, t.part_path, request.size);
+    replace_small_file(t.record_path, render_record(request.size, t.chunk_bytes, t.done));
+  }
+  return resumed;
+}
+
+// The URL the bytes come from. The tree entry is the authority on size and content id; file
+// headers that disagree mean the server is not serving that entry.
+std::string locate_checked(const HubClient& client, const BlobRequest& request) {
+  HttpSession session;
+  const FileLocation located = client.locate(session, request.target, request.commit);
+  if ((!located.etag.empty() && located.etag != request.etag) ||
+      (!located.commit.empty() && located.commit != request.commit) || (located.size && *located.size != request.size))
+    fail(ExitCode::fetch,
+         "{} of {}@{}: the hub's file headers (ETag {}, commit {}, {} bytes) disagree with its file list "
+         "(ETag {}, commit {}, {} bytes); run this again later",
+         request.target.filename, request.target.repository, request.target.revision, located.etag.substr(0, 64),
+         located.commit.substr(0, 40), located.size.value_or(0), request.etag, request.commit, request.size);
+  return located.url;
+}
+
+// Renames the checked partial file into blobs/ (same filesystem: atomic) and syncs the folder.
+void publish_blob(Transfer& t, FileHandle& fd, const fs::path& blob) {
+  ::fchmod(t.fd, 0644);
+  fd.reset();
+  if (::rename(t.part_path.c_str(), blob.c_str()) != 0)
+    fail(ExitCode::failure, "cannot publish {}: {}", blob.string(), std::strerror(errno));
+  ::unlink(t.record_path.c_str());
+  FileHandle dir(::open(blob.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() >= 0) ::fsync(dir.get());
+}
+
+// An existing blob: true when it is there with the expected size; an error when it is not a
+// file of that size.
+bool blob_present(const fs::path& blob, const BlobRequest& request) {
+  struct stat info {};
+  if (::stat(blob.c_str(), &info) != 0) return false;
+  if (!S_ISREG(info.st_mode) || static_cast<std::uint64_t>(info.st_size) != request.size)
+    fail(ExitCode::fetch, "the cached blob {} is not a {}-byte file as {} of {} needs; remove it and run this again",
+         blob.string(), request.size, request.target.filename, request.target.repository);
+  return true;
+}
+
+}  // namespace
+
 BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const BlobRequest& request,
                        const TransferOptions& options, TransferObserver& observer) {
   const bool git_blob = is_commit_id(request.etag);
@@ -379,15 +458,7 @@ BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const 
 
   BlobLock lock(cache.lock_file(request.etag), request.target.filename, observer);
   BlobOutcome outcome;
-  auto check_existing = [&]() -> bool {
-    struct stat info {};
-    if (::stat(blob.c_str(), &info) != 0) return false;
-    if (!S_ISREG(info.st_mode) || static_cast<std::uint64_t>(info.st_size) != request.size)
-      fail(ExitCode::fetch, "the cached blob {} is not a {}-byte file as {} of {} needs; remove it and run this again",
-           blob.string(), request.size, request.target.filename, request.target.repository);
-    return true;
-  };
-  if (check_existing()) return outcome;
+  if (blob_present(blob, request)) return outcome;  // another process finished it meanwhile
 
   Transfer t(client, request, observer);
   // Without a working lock another process may share the partial name: use a private one.
@@ -399,57 +470,16 @@ BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const 
   t.ranged = t.n_chunks > 1;
 
   for (int round = 0;; ++round) {
-    // Resume from the record when it matches this file and chunking; else start clean.
-    std::optional<std::vector<char>> record =
-        round == 0 ? load_record(t.record_path, request.size, t.chunk_bytes, t.n_chunks) : std::nullopt;
-    struct stat info {};
-    if (record && (::stat(t.part_path.c_str(), &info) != 0 || static_cast<std::uint64_t>(info.st_size) != request.size))
-      record.reset();
-    if (!record) remove_partial(t);
-    FileHandle fd(::open(t.part_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (fd.get() < 0) fail(ExitCode::failure, "cannot create {}: {}", t.part_path.string(), std::strerror(errno));
-    t.fd = fd.get();
-    t.done = record ? *record : std::vector<char>(t.n_chunks, 0);
-    t.next_pending = 0;
-    t.abort.flag = false;
-    t.abort.error = nullptr;
-    t.abort.ranges_ignored = false;
-    std::uint64_t resumed = 0;
-    for (std::size_t i = 0; i < t.n_chunks; ++i)
-      if (t.done[i]) resumed += std::min(request.size, (i + 1) * t.chunk_bytes) - i * t.chunk_bytes;
-    t.n_left = request.size - resumed;
-    if (!record && request.size > 0) {
-      // Reserve the space up front: a full disk shows now, not half-way through.
-      const int err = ::fallocate(t.fd, 0, 0, static_cast<off_t>(request.size)) == 0 ? 0 : errno;
-      if (err != 0 && err != EOPNOTSUPP && err != ENOSYS) {
-        fd.reset();
-        remove_partial(t);
-        fail_write(err, request, t.part_path, request.size);
-      }
-      if (err != 0 && ::ftruncate(t.fd, static_cast<off_t>(request.size)) != 0)
-        fail_write(errno, request, t.part_path, request.size);
-      replace_small_file(t.record_path, render_record(request.size, t.chunk_bytes, t.done));
-    }
+    FileHandle fd;
+    const std::uint64_t resumed = open_partial(t, fd, round == 0);
     if (resumed > 0) {
       observer.bytes_resumed(resumed);
       observer.note(fmt::format("{}: resuming with {} of {} already downloaded", request.target.filename,
                                 format_bytes(resumed), format_bytes(request.size)));
     }
     outcome.resumed_bytes = resumed;
-
     if (resumed < request.size) {
-      HttpSession session;
-      const FileLocation located = client.locate(session, request.target, request.commit);
-      // The tree entry is the authority on size and content id; a HEAD that disagrees means the
-      // server is not serving that entry.
-      if ((!located.etag.empty() && located.etag != request.etag) ||
-          (!located.commit.empty() && located.commit != request.commit) || (located.size && *located.size != request.size))
-        fail(ExitCode::fetch,
-             "{} of {}@{}: the hub's file headers (ETag {}, commit {}, {} bytes) disagree with its file list "
-             "(ETag {}, commit {}, {} bytes); run this again later",
-             request.target.filename, request.target.repository, request.target.revision, located.etag.substr(0, 64),
-             located.commit.substr(0, 40), located.size.value_or(0), request.etag, request.commit, request.size);
-      t.url = located.url;
+      t.url = locate_checked(client, request);
       if (!run_transfer(t, options)) {
         observer.note(fmt::format("{}: the server ignored Range requests; downloading it again as one stream",
                                   request.target.filename));
@@ -476,13 +506,7 @@ BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const 
            request.target.filename, request.target.repository, git_blob ? "git SHA-1" : "SHA-256", request.etag,
            actual, client.settings().endpoint);
     }
-    ::fchmod(t.fd, 0644);
-    fd.reset();
-    if (::rename(t.part_path.c_str(), blob.c_str()) != 0)
-      fail(ExitCode::failure, "cannot publish {}: {}", blob.string(), std::strerror(errno));
-    ::unlink(t.record_path.c_str());
-    FileHandle dir(::open(blob.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir.get() >= 0) ::fsync(dir.get());
+    publish_blob(t, fd, blob);
     outcome.downloaded = true;
     return outcome;
   }

@@ -39,6 +39,13 @@ bool valid_repository_id(const std::string& repository) {
   }) && repository.find("..") == std::string::npos;
 }
 
+// ORG/NAME -> ORG--NAME: a model-cache key (no '/') that still names the repository.
+std::string repository_model_key(const std::string& repository) {
+  std::string key;
+  for (char c : repository) key += c == '/' ? std::string("--") : std::string(1, c);
+  return key;
+}
+
 std::string cache_dir_name(const std::string& repository) {
   std::string name = "models--" + repository;
   std::string out;
@@ -183,10 +190,11 @@ ResolvedModel resolve_model(const std::string& selector, const Config& config, c
     fail_usage("{}: recipe {} prepares {}, but the checkpoint is {}", selector, resolved.recipe->name,
                fmt::join(resolved.recipe->architectures, ", "), resolved.architecture);
 
-  // A checkpoint other than the recipe's qualified one is named after itself; the recipe's aliases
+  // A checkpoint other than the recipe's qualified one is named after itself (a repository as
+  // ORG--NAME, which can key the model cache; ORG/NAME stays a served name); the recipe's aliases
   // remain served names.
   if (resolved.qualified) resolved.served_names.push_back(resolved.recipe->canonical_name);
-  else if (!resolved.repository.empty()) resolved.served_names.push_back(resolved.repository);
+  else if (!resolved.repository.empty()) resolved.served_names.push_back(repository_model_key(resolved.repository));
   else resolved.served_names.push_back(resolved.checkpoint_dir.filename().string());
   for (const auto& alias : resolved.recipe->aliases)
     if (std::find(resolved.served_names.begin(), resolved.served_names.end(), alias) == resolved.served_names.end())
