@@ -25,7 +25,7 @@ chunk_finished() {
   local record bits
   for record in "$PARTIAL"/*.chunks; do
     [[ -f $record ]] || continue
-    bits=$(tail -n 1 "$record")
+    bits=$(tail -n 1 "$record" 2>/dev/null) || continue
     if ((${#bits} > 1)) && [[ $bits == *1* ]]; then
       basename "$record" .chunks
       return 0

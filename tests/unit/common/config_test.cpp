@@ -169,9 +169,6 @@ TEST(Config, ExpandUser) {
   EXPECT_EQ(expand_user("~other/x"), "~other/x");
 }
 
-}  // namespace
-}  // namespace flare
-
 TEST(Config, HubSection) {
   Config config = parse("[hub]\nendpoint = \"http://127.0.0.1:8080/\"\ntoken_file = \"~/hf-token\"\n");
   EXPECT_EQ(config.hub_endpoint(), "http://127.0.0.1:8080");
@@ -183,3 +180,6 @@ TEST(Config, HubSection) {
     EXPECT_THROW(parse(bad), Error) << bad;
   }
 }
+
+}  // namespace
+}  // namespace flare
