@@ -17,4 +17,4 @@ node tests/e2e/lib/hub_server.mjs "$WORK/state.json" /dev/null "$WORK/ports" &
 SERVER=$!
 for _ in $(seq 100); do [[ -s $WORK/ports ]] && break; sleep 0.1; done
 read -r api_port _ <"$WORK/ports"
-"$BUILD_DIR/hub_download_bench" "http://127.0.0.1:$api_port" bench/large model.safetensors "$WORK/hub" "$@"
+"$BUILD_DIR/bench/hub_download_bench" "http://127.0.0.1:$api_port" bench/large model.safetensors "$WORK/hub" "$@"
