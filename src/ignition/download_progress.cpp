@@ -36,6 +36,7 @@ void DownloadProgress::plan(std::size_t n_files, std::uint64_t n_bytes, std::siz
   std::lock_guard lock(mutex_);
   total_ = n_bytes;
   started_ = Clock::now();
+  last_update_ = last_line_ = started_;
   stage_ = std::make_unique<ProgressStage>(terminal_, stderr, "Download checkpoint", n_bytes);
   if (!terminal_.styled)
     std::fprintf(stderr, "  %s: %zu files to download (%s), %zu already in the hub cache\n", repository_.c_str(), n_files,
