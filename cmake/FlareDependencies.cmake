@@ -25,6 +25,7 @@ find_path(FLARE_BOOST_INCLUDE boost/beast.hpp REQUIRED)
 find_path(FLARE_PCRE2_INCLUDE pcre2.h REQUIRED)
 find_path(FLARE_UTF8PROC_INCLUDE utf8proc.h REQUIRED)
 find_path(FLARE_ZSTD_INCLUDE zstd.h REQUIRED)
+find_path(FLARE_CURL_INCLUDE curl/curl.h REQUIRED)  # libcurl4-openssl-dev; the library is opened at run time
 find_program(FLARE_PROTOC protoc REQUIRED)
 
 # fmt in header-only mode: Debian ships only the shared library, which a GPU host may lack.
@@ -69,6 +70,12 @@ target_link_libraries(flare_deps_text INTERFACE ${FLARE_LIB_PCRE2} ${FLARE_LIB_U
 add_library(flare_deps_server INTERFACE)
 target_include_directories(flare_deps_server SYSTEM INTERFACE ${FLARE_BOOST_INCLUDE})
 target_compile_definitions(flare_deps_server INTERFACE BOOST_ASIO_NO_DEPRECATED=1)
+
+# Hub downloads: libcurl's headers at build time; libcurl.so.4 is opened at run time (src/hub/curl_library.cpp),
+# so the programs start on a machine without it.
+add_library(flare_deps_hub INTERFACE)
+target_include_directories(flare_deps_hub SYSTEM INTERFACE ${FLARE_CURL_INCLUDE})
+target_link_libraries(flare_deps_hub INTERFACE ${FLARE_LIB_CRYPTO} ${CMAKE_DL_LIBS})
 
 add_library(flare_deps_cli INTERFACE)
 target_include_directories(flare_deps_cli SYSTEM INTERFACE ${FLARE_CLI11_INCLUDE})

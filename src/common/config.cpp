@@ -125,7 +125,7 @@ ModelSettings read_model_settings(const Reader& reader, const toml::table& t, co
 
 void read_sections(const Reader& reader, const toml::table& root, Config& config) {
   reader.check_keys(root, "", {"server", "defaults", "preparation", "memory", "prefix_cache", "models", "paths",
-                               "publishing"});
+                               "publishing", "hub"});
   if (const auto* t = reader.table(root, "server")) {
     reader.check_keys(*t, "[server] ", {"host", "port", "api_key"});
     config.server.host = reader.string(*t, "[server] ", "host");
@@ -183,6 +183,20 @@ void read_sections(const Reader& reader, const toml::table& root, Config& config
     config.paths.prefix_cache = reader.path(*t, "[paths] ", "prefix_cache");
     config.paths.export_staging = reader.path(*t, "[paths] ", "export_staging");
     config.paths.cuda = reader.path(*t, "[paths] ", "cuda");
+  }
+  if (const auto* t = reader.table(root, "hub")) {
+    reader.check_keys(*t, "[hub] ", {"endpoint", "token_file"});
+    config.hub.endpoint = reader.string(*t, "[hub] ", "endpoint");
+    if (config.hub.endpoint) {
+      const std::string& url = *config.hub.endpoint;
+      const bool http = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+      const bool clean = std::none_of(url.begin(), url.end(),
+                                      [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; });
+      if (!http || !clean || url.size() > 2048 || url.find_first_of("?#") != std::string::npos)
+        reader.invalid("[hub] endpoint", fmt::format("expected an http:// or https:// URL without spaces, query or "
+                                                     "fragment, got \"{}\"", url.substr(0, 200)));
+    }
+    config.hub.token_file = reader.path(*t, "[hub] ", "token_file");
   }
   if (const auto* t = reader.table(root, "publishing")) {
     reader.check_keys(*t, "[publishing] ", {"signing_key", "namespace", "official_source"});
@@ -256,6 +270,11 @@ fs::path Config::kernel_cache() const {
 }
 fs::path Config::hub_cache() const {
   return paths.hub_cache ? *paths.hub_cache : home_directory() / ".cache" / "huggingface" / "hub";
+}
+std::string Config::hub_endpoint() const {
+  std::string url = hub.endpoint.value_or("https://huggingface.co");
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
 }
 fs::path Config::directory() const { return path.parent_path(); }
 

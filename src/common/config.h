@@ -55,6 +55,12 @@ struct Config {
         export_staging, cuda;
   } paths;
 
+  // [hub]: where Hugging Face repositories come from (native commands read no HF_* variables).
+  struct {
+    std::optional<std::string> endpoint;                // default https://huggingface.co
+    std::optional<std::filesystem::path> token_file;    // a file holding one Hub token
+  } hub;
+
   struct {
     std::optional<std::filesystem::path> signing_key;
     std::optional<std::string> namespace_name;
@@ -66,6 +72,7 @@ struct Config {
   std::filesystem::path package_cache() const;
   std::filesystem::path kernel_cache() const;
   std::filesystem::path hub_cache() const;
+  std::string hub_endpoint() const;  // without a trailing '/'
   std::filesystem::path directory() const;  // where development keys and profiles live
 
   // [defaults] overlaid with every [models."name"] section matching one of `names`.

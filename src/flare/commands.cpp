@@ -3,6 +3,7 @@
 #include "flare/commands.h"
 
 #include "common/cli.h"
+#include "flare/download_command.h"
 #include "flare/package_commands.h"
 #include "flare/run_command.h"
 
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   RunOptions run_options;
   add_run_command(*app, package_globals, run_options);
   add_package_commands(*app, package_globals);
+  add_download_commands(*app, package_globals);
   return run_cli(*app, argc, argv);
 }
 

@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "flare/dashboard.h"
+#include "flare/download_command.h"
 #include "flare/gpu_runtime.h"
 #include "flare/inspect_view.h"
 #include "flare/kv_groups.h"
@@ -188,7 +189,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   print_banner(terminal);
 
   package::ModelCache cache(globals.model_cache ? *globals.model_cache : config.package_cache());
-  SelectedPackage selected = select_package(options.target, cache);
+  SelectedPackage selected = select_or_download(options.target, options.download, config, cache, terminal);
 
   // Verify package: signature and publisher trust.
   std::unique_ptr<package::Package> pkg;
@@ -459,6 +460,7 @@ void add_run_command(CLI::App& app, PackageCommandGlobals& globals, RunOptions& 
   command->add_option("--trust-store", options.trust_store, "Trust store (default ~/.config/flare/trust.toml)");
   command->add_flag("--verify-weights", options.verify_weights, "Hash every stored payload before loading");
   command->add_option("--gpus", options.gpus, "GPUs in rank order (indices follow CUDA_VISIBLE_DEVICES)");
+  add_download_flags(*command, options.download);
   command->add_option("--host", options.host, "Listener IP address, IPv4 or IPv6 (default [server] host, else 127.0.0.1)");
   command->add_option("--port", options.port, "Listener port (default [server] port, else 8000)");
   command->add_option("--served-model-name", options.served_model_name, "Replace the package's serving aliases");

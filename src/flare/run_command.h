@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "flare/package_commands.h"
+#include "flare/package_download.h"
 #include "flare/run_speculation.h"
 
 namespace flare::cli {
@@ -32,6 +33,7 @@ struct RunOptions {
   std::optional<double> scheduler_terminal_value;
   std::optional<double> scheduler_terminal_age_price;
   SpeculationFlags speculation;
+  PackageDownloadOptions download;  // ORG/MODEL targets (package_download.h)
 };
 
 int run_serve(const PackageCommandGlobals& globals, const RunOptions& options);

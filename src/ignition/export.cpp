@@ -166,7 +166,12 @@ int run_export(const ExportOptions& options) {
 
   // Resolve the model.
   const std::string selector = !options.model.empty() ? options.model : config.default_model.value_or("");
-  const ResolvedModel resolved = resolve_model(selector, config, assets_directory());
+  HubOptions hub;
+  hub.allow_download = true;
+  hub.offline = options.offline;
+  hub.token_file = options.token_file;
+  hub.terminal = terminal;
+  const ResolvedModel resolved = resolve_model(selector, config, assets_directory(), hub);
   const model::Recipe& recipe = *resolved.recipe;
   std::fprintf(stderr, "Model %s\n", resolved.description.c_str());
 
@@ -474,6 +479,9 @@ void add_preparation_flags(CLI::App& app, ExportOptions& options) {
                       "Most prompt tokens in one prefill step, a multiple of 64 (default: the recipe's)");
   command->add_option("--config", options.global.config, "Configuration file (default ~/.config/flare/config.toml)");
   command->add_option("--model-cache", options.model_cache, "Model cache directory (default [paths] package_cache)");
+  command->add_option("--token-file", options.token_file,
+                      "File holding a Hugging Face token, for gated or private repositories (default [hub] token_file)");
+  command->add_flag("--offline", options.offline, "Resolve Hugging Face repositories from the hub cache alone; no network");
   command->add_flag("--verbose", options.verbose, "Per-phase detail on stderr");
   command->add_flag("--plain", options.global.plain, "No styling or animation");
   command->add_flag("--no-weights", options.no_weights, "Export only when the exact weight payloads are cached");

@@ -29,6 +29,8 @@ struct ExportOptions {
   std::optional<std::string> repo_id;
   std::optional<std::string> official_source;
   std::optional<std::filesystem::path> model_cache;
+  std::optional<std::filesystem::path> token_file;  // --token-file: a Hub token for gated or private repositories
+  bool offline = false;                             // --offline: the hub cache alone
   // Speculative decoding (draft_model.h).
   std::optional<std::string> draft_model;             // --draft-model DIR|ORG/NAME[@REVISION]
   std::optional<int> mtp_draft_tokens;                // --mtp-draft-tokens N

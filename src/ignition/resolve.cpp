@@ -39,6 +39,13 @@ bool valid_repository_id(const std::string& repository) {
   }) && repository.find("..") == std::string::npos;
 }
 
+// ORG/NAME -> ORG--NAME: a model-cache key (no '/') that still names the repository.
+std::string repository_model_key(const std::string& repository) {
+  std::string key;
+  for (char c : repository) key += c == '/' ? std::string("--") : std::string(1, c);
+  return key;
+}
+
 std::string cache_dir_name(const std::string& repository) {
   std::string name = "models--" + repository;
   std::string out;
@@ -114,7 +121,8 @@ fs::path find_hub_snapshot(const fs::path& hub_cache, const std::string& reposit
   return {};
 }
 
-ResolvedModel resolve_model(const std::string& selector, const Config& config, const fs::path& assets_dir) {
+ResolvedModel resolve_model(const std::string& selector, const Config& config, const fs::path& assets_dir,
+                            const HubOptions& hub) {
   if (selector.empty()) fail_usage("no model given and [defaults] model is not set in {}", config.path.string());
   ResolvedModel resolved;
   std::error_code ec;
@@ -139,13 +147,10 @@ ResolvedModel resolve_model(const std::string& selector, const Config& config, c
       fail_usage("'{}' is neither a directory nor a repository id (org/name[@revision])", selector);
     const model::Recipe* declared = model::find_recipe_by_repository(repository);
     if (revision.empty()) revision = declared ? declared->checkpoint.revision : "main";
+    if (!is_commit(revision) && (revision.find("..") != std::string::npos || revision.size() > 256))
+      fail_usage("'{}': '{}' is not a valid revision", selector, revision);
     std::string commit;
-    const fs::path snapshot = find_hub_snapshot(config.hub_cache(), repository, revision, &commit);
-    if (snapshot.empty())
-      fail(ExitCode::fetch,
-           "{}@{} is not in the hub cache {} and downloading is not available in this build; place a complete "
-           "snapshot there (models--ORG--NAME/snapshots/COMMIT) or pass a checkpoint directory",
-           repository, revision, config.hub_cache().string());
+    const fs::path snapshot = obtain_hub_checkpoint(repository, revision, config, hub, &commit);
     resolved.checkpoint_dir = snapshot;
     resolved.repository = repository;
     resolved.revision = commit;
@@ -171,11 +176,7 @@ ResolvedModel resolve_model(const std::string& selector, const Config& config, c
     } else {
       std::string commit;
       const fs::path snapshot =
-          find_hub_snapshot(config.hub_cache(), recipe->checkpoint.repository, recipe->checkpoint.revision, &commit);
-      if (snapshot.empty())
-        fail(ExitCode::fetch,
-             "{} needs {}@{}, which is not in the hub cache {}; downloading is not available in this build",
-             selector, recipe->checkpoint.repository, recipe->checkpoint.revision, config.hub_cache().string());
+          obtain_hub_checkpoint(recipe->checkpoint.repository, recipe->checkpoint.revision, config, hub, &commit);
       resolved.checkpoint_dir = snapshot;
       resolved.repository = recipe->checkpoint.repository;
       resolved.revision = commit;
@@ -189,10 +190,11 @@ ResolvedModel resolve_model(const std::string& selector, const Config& config, c
     fail_usage("{}: recipe {} prepares {}, but the checkpoint is {}", selector, resolved.recipe->name,
                fmt::join(resolved.recipe->architectures, ", "), resolved.architecture);
 
-  // A checkpoint other than the recipe's qualified one is named after itself; the recipe's aliases
+  // A checkpoint other than the recipe's qualified one is named after itself (a repository as
+  // ORG--NAME, which can key the model cache; ORG/NAME stays a served name); the recipe's aliases
   // remain served names.
   if (resolved.qualified) resolved.served_names.push_back(resolved.recipe->canonical_name);
-  else if (!resolved.repository.empty()) resolved.served_names.push_back(resolved.repository);
+  else if (!resolved.repository.empty()) resolved.served_names.push_back(repository_model_key(resolved.repository));
   else resolved.served_names.push_back(resolved.checkpoint_dir.filename().string());
   for (const auto& alias : resolved.recipe->aliases)
     if (std::find(resolved.served_names.begin(), resolved.served_names.end(), alias) == resolved.served_names.end())

@@ -1,7 +1,7 @@
 // Model resolution (spec cli-design section 8): MODEL is an existing checkpoint directory, a
-// Hugging Face repository id with an optional @revision (resolved from a complete snapshot in the
-// hub cache; downloading is not built yet, so anything else is a fetch error, exit 3), or a
-// recipe alias. Every result names the recipe that prepares it.
+// Hugging Face repository id with an optional @revision (a complete snapshot in the hub cache, or
+// downloaded into it when `hub` allows: checkpoint_download.h), or a recipe alias (whose hub
+// checkpoint is pinned to a commit). Every result names the recipe that prepares it.
 #pragma once
 
 #include <filesystem>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "ignition/checkpoint_download.h"
 #include "model/recipes/recipe.h"
 
 namespace flare::ignition {
@@ -24,9 +25,9 @@ struct ResolvedModel {
   std::string description;                // one line for the export log
 };
 
-// `assets_dir` holds bundled checkpoints (the demo model).
+// `assets_dir` holds bundled checkpoints (the demo model). Without `hub`, nothing is downloaded.
 ResolvedModel resolve_model(const std::string& selector, const Config& config,
-                            const std::filesystem::path& assets_dir);
+                            const std::filesystem::path& assets_dir, const HubOptions& hub = {});
 
 // The architecture named by a checkpoint's config.json (its first `architectures` entry).
 std::string read_architecture(const std::filesystem::path& checkpoint_dir);

@@ -169,5 +169,17 @@ TEST(Config, ExpandUser) {
   EXPECT_EQ(expand_user("~other/x"), "~other/x");
 }
 
+TEST(Config, HubSection) {
+  Config config = parse("[hub]\nendpoint = \"http://127.0.0.1:8080/\"\ntoken_file = \"~/hf-token\"\n");
+  EXPECT_EQ(config.hub_endpoint(), "http://127.0.0.1:8080");
+  EXPECT_EQ(config.hub.token_file, home_directory() / "hf-token");
+  EXPECT_EQ(parse("").hub_endpoint(), "https://huggingface.co");
+  for (const char* bad : {"[hub]\nendpoint = \"ftp://x\"\n", "[hub]\nendpoint = \"https://a b\"\n",
+                          "[hub]\nendpoint = \"https://h/?q=1\"\n", "[hub]\nendpoint = 5\n", "[hub]\ntoken = \"x\"\n",
+                          "hub = 1\n"}) {
+    EXPECT_THROW(parse(bad), Error) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace flare

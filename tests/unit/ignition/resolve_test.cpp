@@ -1,5 +1,7 @@
 #include "ignition/resolve.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -89,6 +91,10 @@ TEST_F(ResolveTest, RefsResolveToCommitsAndCaseVariantsAreFound) {
   EXPECT_EQ(resolved.revision, commit);
   EXPECT_EQ(resolved.recipe->name, "llama-3.1-8b-instruct");
   EXPECT_FALSE(resolved.qualified);
+  // Named after the repository in a form that can key the model cache; ORG/NAME is still served.
+  EXPECT_EQ(resolved.served_names.front(), "someorg--tiny-llama");
+  EXPECT_NE(std::find(resolved.served_names.begin(), resolved.served_names.end(), "someorg/tiny-llama"),
+            resolved.served_names.end());
 }
 
 TEST_F(ResolveTest, IncompleteExactCaseDoesNotHideACompleteVariant) {
