@@ -3,11 +3,18 @@
 // prompt position match Hugging Face transformers' reference and the CPU backend to BF16 accuracy;
 // chunked prefill and a mixed batch equal one-shot prefill of each sequence alone; greedy
 // continuations equal the reference's up to the first step whose reference top-1/top-2 margin is
-// within the measured logits error (where BF16 may legitimately pick the other token).
+// within the measured logits error (where BF16 may legitimately pick the other token). In
+// mixture-of-experts fixtures, a token whose router puts two experts within 1% of each other at
+// the top-k boundary may be routed either way in BF16: a position past the logits tolerance is
+// excused when such a tie precedes it (at it, or at an earlier position in a layer before the
+// last), and excused positions must stay a small minority.
 #ifdef FLARE_HAVE_CUDA
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -60,6 +67,46 @@ double max_abs_error(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 std::int32_t argmax(const float* logits, std::int32_t n) { return std::int32_t(std::max_element(logits, logits + n) - logits); }
+
+// The CPU backend, recording every router_topk call's logits (one call per experts layer, in
+// layer order) so a test can find the tokens whose routing is a near tie.
+class RouterRecordingCpu final : public helios::cpu::CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  void router_topk(const helios::Tensor& logits, const helios::RouterParams& params, helios::Tensor ids,
+                   helios::Tensor weights) override {
+    std::vector<std::vector<float>> rows;
+    for (std::int64_t r = 0; r < logits.rows; ++r) {
+      const float* row = static_cast<const float*>(logits.data) + r * logits.stride;
+      rows.emplace_back(row, row + logits.cols);
+    }
+    calls_.push_back(std::move(rows));
+    CpuBackend::router_topk(logits, params, ids, weights);
+  }
+  void clear() { calls_.clear(); }
+
+  // Positions (rows of the recorded forwards) whose logits a BF16 routing flip may change: a row
+  // whose k-th and (k+1)-th router logits are within `relative` of its largest |logit| in some
+  // layer, and every later row when that layer is not the last one recorded.
+  std::vector<bool> tied_positions(std::int32_t top_k, std::size_t n_positions, double relative) const {
+    std::vector<bool> tied(n_positions, false);
+    for (std::size_t layer = 0; layer < calls_.size(); ++layer) {
+      for (std::size_t r = 0; r < calls_[layer].size() && r < n_positions; ++r) {
+        auto sorted = calls_[layer][r];
+        if (std::int32_t(sorted.size()) <= top_k) continue;
+        std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+        const double scale = std::max(std::fabs(sorted.front()), std::fabs(sorted.back()));
+        if (sorted[std::size_t(top_k) - 1] - sorted[std::size_t(top_k)] >= relative * scale) continue;
+        const bool last_layer = layer + 1 == calls_.size();
+        for (std::size_t later = r; later < n_positions && (later == r || !last_layer); ++later) tied[later] = true;
+      }
+    }
+    return tied;
+  }
+
+ private:
+  std::vector<std::vector<std::vector<float>>> calls_;
+};
 
 // A model, its BF16 KV cache and page pool on any backend; logits come back to the host.
 struct Runner {
@@ -140,39 +187,58 @@ class CudaModel : public testing::TestWithParam<std::string> {
 };
 
 TEST_P(CudaModel, LogitsMatchReferenceAndCpuBackend) {
-  helios::cpu::CpuBackend cpu(2);
+  RouterRecordingCpu cpu(2);
   Runner gpu_runner(dir(), *gpu_), cpu_runner(dir(), cpu);
+  const std::int32_t top_k = cpu_runner.model->spec().moe.top_k;
+  const std::size_t v = std::size_t(gpu_runner.vocab());
+  const double tolerance = 5e-2;
   double worst_ref = 0, worst_cpu = 0;
-  std::int32_t n_argmax = 0, n_argmax_same = 0;
+  std::int32_t n_argmax = 0, n_argmax_same = 0, n_excused = 0;
   for (std::int32_t i = 0; i < n_prompts_; ++i) {
     helios::SequencePages gpu_seq(*gpu_runner.pool, gpu_runner.page_size), cpu_seq(*cpu_runner.pool, cpu_runner.page_size);
+    cpu.clear();
     const auto logits = gpu_runner.prefill(gpu_seq, prompt(i));
     const auto cpu_logits = cpu_runner.prefill(cpu_seq, prompt(i));
     const auto expected = reference_logits(i);
     ASSERT_EQ(logits.size(), expected.size());
-    const double error_ref = max_relative_error(logits, expected), error_cpu = max_relative_error(logits, cpu_logits);
-    worst_ref = std::max(worst_ref, error_ref);
-    worst_cpu = std::max(worst_cpu, error_cpu);
-    EXPECT_LT(error_ref, 5e-2) << "prompt " << i << " against the reference";
-    EXPECT_LT(error_cpu, 5e-2) << "prompt " << i << " against the CPU backend";
-    const std::int32_t v = gpu_runner.vocab();
-    if (error_cpu >= 5e-2) {  // where the error sits: one position (a discrete flip) or all of them
-      std::string rows;
-      for (std::size_t row = 0; row * std::size_t(v) < logits.size(); ++row) {
-        const auto at = [&](const std::vector<float>& l) {
-          return std::vector<float>(l.begin() + std::ptrdiff_t(row * v), l.begin() + std::ptrdiff_t((row + 1) * v));
-        };
-        rows += fmt::format(" {:.3f}", max_abs_error(at(logits), at(cpu_logits)));
+    const std::size_t n_positions = logits.size() / v;
+    const std::vector<bool> tied =
+        top_k > 0 ? cpu.tied_positions(top_k, n_positions, 0.01) : std::vector<bool>(n_positions, false);
+    // Errors relative to the prompt's largest reference logit, position by position.
+    const auto scale_of = [](const std::vector<float>& l) {
+      double scale = 0;
+      for (float x : l) scale = std::max(scale, std::fabs(double(x)));
+      return scale > 0 ? scale : 1.0;
+    };
+    const double scale_ref = scale_of(expected), scale_cpu = scale_of(cpu_logits);
+    std::string rows;
+    for (std::size_t row = 0; row < n_positions; ++row) {
+      const auto at = [&](const std::vector<float>& l) {
+        return std::vector<float>(l.begin() + std::ptrdiff_t(row * v), l.begin() + std::ptrdiff_t((row + 1) * v));
+      };
+      const double error_ref = max_abs_error(at(logits), at(expected)) / scale_ref;
+      const double error_cpu = max_abs_error(at(logits), at(cpu_logits)) / scale_cpu;
+      rows += fmt::format(" {:.3f}{}", error_cpu, tied[row] ? "*" : "");
+      if (std::max(error_ref, error_cpu) >= tolerance && tied[row]) {
+        ++n_excused;  // a routing flip at a measured near tie
+        continue;
       }
-      std::printf("[ %s ] prompt %d: max |gpu - cpu| logit by position:%s\n", GetParam().c_str(), i, rows.c_str());
-    }
-    for (std::size_t row = 0; row * std::size_t(v) < logits.size(); ++row) {
+      worst_ref = std::max(worst_ref, error_ref);
+      worst_cpu = std::max(worst_cpu, error_cpu);
+      EXPECT_LT(error_ref, tolerance) << "prompt " << i << " position " << row << " against the reference";
+      EXPECT_LT(error_cpu, tolerance) << "prompt " << i << " position " << row << " against the CPU backend";
       ++n_argmax;
-      n_argmax_same += argmax(logits.data() + row * std::size_t(v), v) == argmax(expected.data() + row * std::size_t(v), v);
+      n_argmax_same += argmax(logits.data() + row * v, std::int32_t(v)) == argmax(expected.data() + row * v, std::int32_t(v));
+    }
+    if (HasFailure() || n_excused > 0) {  // where the error sits: one position (a discrete flip) or all of them
+      std::printf("[ %s ] prompt %d: relative |gpu - cpu| by position (* after a router near tie):%s\n",
+                  GetParam().c_str(), i, rows.c_str());
     }
   }
-  std::printf("[ %s ] bf16 logits: max relative error %.3g vs reference, %.3g vs cpu; argmax equal at %d/%d positions\n",
-              GetParam().c_str(), worst_ref, worst_cpu, n_argmax_same, n_argmax);
+  EXPECT_LE(4 * n_excused, n_argmax) << n_excused << " positions excused for router near ties";
+  std::printf("[ %s ] bf16 logits: max relative error %.3g vs reference, %.3g vs cpu; argmax equal at %d/%d positions"
+              " (%d more excused after router near ties)\n",
+              GetParam().c_str(), worst_ref, worst_cpu, n_argmax_same, n_argmax, n_excused);
 }
 
 TEST_P(CudaModel, ChunkedPrefillAndMixedBatchEqualOneShot) {

@@ -172,13 +172,29 @@ class CudaMoeMxfp4 : public BackendVersusCpuTest {
     expect_close(fmt::format("{} |ref|<{:.2f}", label, max_ref), got, want, 0.02f * max_ref, 0.02f);
   }
 
+  // A backend of the same device that takes the fused decode kernels for every step of up to 32
+  // pairs, whatever the expert count (the default takes them for a quarter of the experts at most).
+  cuda::CudaBackend* fused_backend() {
+    if (!fused_) {
+      std::string reason;
+      fused_ = try_cuda_backend(&reason, {.moe_fused_max_pairs = 32});
+      EXPECT_TRUE(fused_) << reason;
+    }
+    return fused_.get();
+  }
+
+  // Each case on the default backend and, for steps of up to 32 pairs, through the fused kernels.
   void run_cases(const Experts& s, const std::vector<std::pair<std::int64_t, std::int32_t>>& cases,
                  const std::string& what) {
     for (const auto& [n, k] : cases) {
       const Routing r = route(random_f32(std::size_t(n * s.n_experts), -4.0f, 4.0f), n, s.n_experts, k);
-      check(s, r, n, k, fmt::format("{} n {} k {} E {} inter {} hidden {}", what, n, k, s.n_experts, s.inter, s.hidden));
+      const std::string label = fmt::format("{} n {} k {} E {} inter {} hidden {}", what, n, k, s.n_experts, s.inter, s.hidden);
+      check(s, r, n, k, label);
+      if (n * k <= 32 && fused_backend()) check(s, r, n, k, label + " fused", fused_backend());
     }
   }
+
+  std::unique_ptr<cuda::CudaBackend> fused_;
 };
 
 TEST_F(CudaMoeMxfp4, SmallShapesBothPaths) {
@@ -208,14 +224,16 @@ TEST_F(CudaMoeMxfp4, GptOss20bShape) {
   std::string reason;
   const auto mma = try_cuda_backend(&reason, {.moe_gemv_max_pairs = 0});
   const auto gemv = try_cuda_backend(&reason, {.moe_gemv_max_pairs = 1 << 30});
-  ASSERT_TRUE(mma && gemv) << reason;
+  const auto unfused = try_cuda_backend(&reason, {.moe_fused_max_pairs = 0});  // the GEMVs with align and combine
+  ASSERT_TRUE(mma && gemv && unfused) << reason;
   for (const std::int64_t n : {1, 8, 100}) {
     const Routing r = route(random_f32(std::size_t(n * 32), -4.0f, 4.0f), n, 32, 4);
     check(s, r, n, 4, fmt::format("gpt-oss-20b n {} forced mma", n), mma.get());
     check(s, r, n, 4, fmt::format("gpt-oss-20b n {} forced gemv", n), gemv.get());
+    check(s, r, n, 4, fmt::format("gpt-oss-20b n {} unfused gemv", n), unfused.get());
   }
   const std::vector<std::pair<const char*, cuda::CudaBackend*>> paths = {
-      {"default", gpu_.get()}, {"mma", mma.get()}, {"gemv", gemv.get()}};
+      {"default", gpu_.get()}, {"mma", mma.get()}, {"gemv", gemv.get()}, {"unfused", unfused.get()}};
   for (const std::int64_t n : {1, 8, 32, 128, 512}) {
     const std::int32_t k = 4;
     const Routing r = route(random_f32(std::size_t(n * 32), -4.0f, 4.0f), n, 32, k);
@@ -249,7 +267,9 @@ TEST_F(CudaMoeMxfp4, OneExpertGetsEveryTokenAndMostGetNone) {
     std::set<std::int32_t> distinct(r.ids.begin(), r.ids.end());
     for (std::int64_t t = 0; t < n; ++t) ASSERT_EQ(r.ids[std::size_t(t * k)], 9);
     ASSERT_LE(distinct.size(), 3u);
-    check(s, r, n, k, fmt::format("one expert for all, {} of 32 used, n {} k {}", distinct.size(), n, k));
+    const std::string label = fmt::format("one expert for all, {} of 32 used, n {} k {}", distinct.size(), n, k);
+    check(s, r, n, k, label);
+    if (n * k <= 32 && fused_backend()) check(s, r, n, k, label + " fused", fused_backend());
   }
 }
 

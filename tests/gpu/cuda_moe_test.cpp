@@ -159,15 +159,31 @@ class CudaMoe : public BackendVersusCpuTest {
     return random_f32(std::size_t(n * n_experts), -4.0f, 4.0f);
   }
 
-  // Routes random logits and checks moe_experts for each (n, k) on stacks `s`.
+  // A backend of the same device that takes the fused decode kernels for every step of up to 32
+  // pairs, whatever the expert count (the default takes them for a quarter of the experts at most).
+  cuda::CudaBackend* fused_backend() {
+    if (!fused_) {
+      std::string reason;
+      fused_ = try_cuda_backend(&reason, {.moe_fused_max_pairs = 32});
+      EXPECT_TRUE(fused_) << reason;
+    }
+    return fused_.get();
+  }
+
+  // Routes random logits and checks moe_experts for each (n, k) on stacks `s`, on the default
+  // backend and, for steps of up to 32 pairs, through the fused decode kernels.
   void run_cases(const ExpertStacks& s, const std::vector<std::pair<std::int64_t, std::int32_t>>& cases) {
     for (const auto& [n, k] : cases) {
       const std::string label = fmt::format("n {} k {} E {} inter {} hidden {} {}", n, k, s.n_experts, s.inter,
                                             s.hidden, s.gpu.activation == GatedActivation::silu ? "silu" : "gelu");
       const Routing r = route(random_logits(n, s.n_experts), n, s.n_experts, k, true, label);
-      check_experts(s, random_bf16(std::size_t(n * s.hidden), 1.0f), r, n, k, label);
+      const auto x = random_bf16(std::size_t(n * s.hidden), 1.0f);
+      check_experts(s, x, r, n, k, label);
+      if (n * k <= 32 && fused_backend()) check_experts(s, x, r, n, k, label + " fused", fused_backend());
     }
   }
+
+  std::unique_ptr<cuda::CudaBackend> fused_;
 };
 
 TEST_F(CudaMoe, RouterMatchesTheCpu) {
@@ -228,14 +244,16 @@ TEST_F(CudaMoe, Qwen3MoeShape) {
   std::string reason;
   const auto mma = try_cuda_backend(&reason, {.moe_gemv_max_pairs = 0});
   const auto gemv = try_cuda_backend(&reason, {.moe_gemv_max_pairs = 1 << 30});
-  ASSERT_TRUE(mma && gemv) << reason;
+  const auto unfused = try_cuda_backend(&reason, {.moe_fused_max_pairs = 0});  // the GEMVs with align and combine
+  ASSERT_TRUE(mma && gemv && unfused) << reason;
   const std::vector<std::pair<const char*, cuda::CudaBackend*>> paths = {
-      {"default", gpu_.get()}, {"mma", mma.get()}, {"gemv", gemv.get()}};
+      {"default", gpu_.get()}, {"mma", mma.get()}, {"gemv", gemv.get()}, {"unfused", unfused.get()}};
   for (const std::int64_t n : {1, 16, 300}) {
     const Routing r = route(random_logits(n, 128), n, 128, 8, true, fmt::format("forced n {}", n));
     const auto x = random_bf16(std::size_t(n * 2048), 1.0f);
     check_experts(s, x, r, n, 8, fmt::format("n {} k 8 E 128 forced mma", n), mma.get());
     check_experts(s, x, r, n, 8, fmt::format("n {} k 8 E 128 forced gemv", n), gemv.get());
+    check_experts(s, x, r, n, 8, fmt::format("n {} k 8 E 128 unfused gemv", n), unfused.get());
   }
   for (const std::int64_t n : {1, 4, 8, 16, 32, 64, 300}) {
     const std::int32_t k = 8;
@@ -267,7 +285,9 @@ TEST_F(CudaMoe, EveryTokenPicksTheSameExperts) {
     const Routing r = route(logits, n, 16, k, true, label);
     const std::vector<std::int32_t> ids = cpu_ids(r.cpu_ids);
     for (std::size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], 5 + 3 * std::int32_t(i % std::size_t(k))) << label;
-    check_experts(s, random_bf16(std::size_t(n * 2048), 1.0f), r, n, k, label);
+    const auto x = random_bf16(std::size_t(n * 2048), 1.0f);
+    check_experts(s, x, r, n, k, label);
+    if (n * k <= 32 && fused_backend()) check_experts(s, x, r, n, k, label + " fused", fused_backend());
   }
 }
 
@@ -281,45 +301,59 @@ TEST_F(CudaMoe, MostExpertsGetNoToken) {
     }
     const std::string label = fmt::format("two experts of 128, n {}", n);
     const Routing r = route(logits, n, 128, 2, false, label);
-    check_experts(s, random_bf16(std::size_t(n * 64), 1.0f), r, n, 2, label);
+    const auto x = random_bf16(std::size_t(n * 64), 1.0f);
+    check_experts(s, x, r, n, 2, label);
+    if (n * 2 <= 32 && fused_backend()) check_experts(s, x, r, n, 2, label + " fused", fused_backend());
   }
 }
 
 TEST_F(CudaMoe, CapturedStepReplaysOtherRoutings) {
   const ExpertStacks s = make_experts(16, 768, 2048, GatedActivation::silu);
-  for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int32_t>>{{3, 4}, {16, 4}, {64, 4}, {300, 2}}) {
-    const std::string label = fmt::format("graph n {} k {}", n, k);
-    const auto x = random_bf16(std::size_t(n * 2048), 1.0f);
-    const Matrix gx = device_bf16(*gpu_, x, n, 2048, 2048);
-    const Matrix logits = device_f32(*gpu_, random_logits(n, 16), n, 16);
-    const Matrix ids = poisoned_ids(n, k), weights = device_f32(*gpu_, {}, n, k);
-    const Matrix gu = device_bf16(*gpu_, {}, n * k, 2 * 768, 2 * 768), act = device_bf16(*gpu_, {}, n * k, 768, 768),
-                 eo = device_bf16(*gpu_, {}, n * k, 2048, 2048), out = device_bf16(*gpu_, {}, n, 2048, 2048);
-    const auto step = [&] {
-      gpu_->router_topk(logits.t, {k, true}, ids.t, weights.t);
-      gpu_->moe_experts(gx.t, ids.t, weights.t, s.gpu, {gu.t, act.t, eo.t}, out.t);
-    };
-    step();  // sizes the workspace outside the capture
-    gpu_->synchronize();
-    const std::uint64_t generation = gpu_->graph_generation();
-    const auto graph = gpu_->capture(step);
-    ASSERT_NE(graph, nullptr);
-    for (int round = 0; round < 3; ++round) {
-      const std::vector<float> new_logits = random_logits(n, 16);
-      gpu_->upload(*logits.buffer, 0, new_logits.data(), new_logits.size() * 4);
-      gpu_->replay(*graph);
+  // The default backend (align, GEMVs or GEMMs, combine) and the fused decode kernels.
+  for (cuda::CudaBackend* gpu : {gpu_.get(), fused_backend()}) {
+    ASSERT_NE(gpu, nullptr);
+    const char* path = gpu == gpu_.get() ? "default" : "fused";
+    for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int32_t>>{{3, 4}, {16, 2}, {16, 4}, {64, 4}, {300, 2}}) {
+      if (gpu != gpu_.get() && n * k > 32) continue;
+      const std::string label = fmt::format("graph {} n {} k {}", path, n, k);
+      const auto x = random_bf16(std::size_t(n * 2048), 1.0f);
       gpu_->synchronize();
-      const std::vector<float> replayed = device_values(*gpu_, out);
-      const std::vector<std::int32_t> replayed_ids = gpu_ids(ids);
-      // The same routing eagerly, and on the CPU.
-      const Routing r = route(new_logits, n, 16, k, true, label);
-      EXPECT_EQ(replayed_ids, cpu_ids(r.cpu_ids)) << label;
-      step();
-      const std::vector<float> eager = device_values(*gpu_, out);
-      EXPECT_EQ(std::memcmp(replayed.data(), eager.data(), eager.size() * 4), 0) << label << ": replay != eager";
-      check_experts(s, x, r, n, k, fmt::format("{} round {}", label, round));
+      const Matrix gx = device_bf16(*gpu, x, n, 2048, 2048);
+      const Matrix logits = device_f32(*gpu, random_logits(n, 16), n, 16);
+      std::vector<std::int32_t> poison(std::size_t(n * k), 0x7fc00001);
+      const Matrix ids{gpu->allocate(poison.size() * 4), {}}, weights = device_f32(*gpu, {}, n, k);
+      gpu->upload(*ids.buffer, 0, poison.data(), poison.size() * 4);
+      const Matrix gu = device_bf16(*gpu, {}, n * k, 2 * 768, 2 * 768), act = device_bf16(*gpu, {}, n * k, 768, 768),
+                   eo = device_bf16(*gpu, {}, n * k, 2048, 2048), out = device_bf16(*gpu, {}, n, 2048, 2048);
+      const Tensor ids_t{ids.buffer->data(), DType::i32, n, k, k};
+      const auto step = [&] {
+        gpu->router_topk(logits.t, {k, true}, ids_t, weights.t);
+        gpu->moe_experts(gx.t, ids_t, weights.t, s.gpu, {gu.t, act.t, eo.t}, out.t);
+      };
+      step();  // sizes the workspace outside the capture
+      gpu->synchronize();
+      const std::uint64_t generation = gpu->graph_generation();
+      const auto graph = gpu->capture(step);
+      ASSERT_NE(graph, nullptr);
+      for (int round = 0; round < 3; ++round) {
+        const std::vector<float> new_logits = random_logits(n, 16);
+        gpu->upload(*logits.buffer, 0, new_logits.data(), new_logits.size() * 4);
+        gpu->replay(*graph);
+        gpu->synchronize();
+        const std::vector<float> replayed = device_values(*gpu, out);
+        std::vector<std::int32_t> replayed_ids(std::size_t(n * k));
+        gpu->download(*ids.buffer, 0, replayed_ids.data(), replayed_ids.size() * 4);
+        // The same routing eagerly, and on the CPU.
+        const Routing r = route(new_logits, n, 16, k, true, label);
+        EXPECT_EQ(replayed_ids, cpu_ids(r.cpu_ids)) << label;
+        step();
+        gpu->synchronize();
+        const std::vector<float> eager = device_values(*gpu, out);
+        EXPECT_EQ(std::memcmp(replayed.data(), eager.data(), eager.size() * 4), 0) << label << ": replay != eager";
+        check_experts(s, x, r, n, k, fmt::format("{} round {}", label, round), gpu);
+      }
+      EXPECT_EQ(gpu->graph_generation(), generation) << label << ": the workspace moved";
     }
-    EXPECT_EQ(gpu_->graph_generation(), generation) << label << ": the workspace moved";
   }
 }
 

@@ -37,6 +37,8 @@
 
 namespace flare::helios::cuda {
 
+struct MoeExpertStack;  // cuda_moe.cpp
+
 // A package's kernels and the work a backend built from them serves.
 struct PackageKernels {
   std::map<std::string, std::string> images;  // module key -> CUBIN
@@ -252,6 +254,10 @@ class CudaBackend final : public Backend {
   // moe_experts' device workspace (tiles, sorted pairs, pair rows), grown outside captures for
   // n_tokens x top_k pairs over n_experts; a move bumps graph_generation_.
   void reserve_moe_workspace(std::int64_t n_tokens, std::int64_t top_k, std::int64_t n_experts);
+  // moe_experts' fused decode path (cuda_moe.cpp), for steps of at most 32 pairs.
+  void moe_experts_fused(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
+                         const MoeExpertStack& gate_up, const MoeExpertStack& down, const MoeScratch& scratch,
+                         Tensor out);
   std::unique_ptr<DeviceMemory> moe_workspace_;
 
   std::unique_ptr<SamplerScratch> sampler_;  // device sampling buffers: reserve_sampling() or the first sample()

@@ -60,6 +60,11 @@ struct CudaBackendOptions {
   // 32 tokens x 8 slots); tests and measurements set 0 (always the GEMMs) or a large count (always
   // the GEMVs).
   long long moe_gemv_max_pairs = -1;
+  // moe_experts takes the fused decode kernels (two launches: no align or combine kernel; each warp
+  // groups the step's pairs itself) for GEMV steps of up to this many pairs, at most 32. Default
+  // -1: min(32, a quarter of the expert count); tests set 0 to check the unfused GEMVs and 32 to
+  // check the fused ones.
+  long long moe_fused_max_pairs = -1;
 };
 
 }  // namespace flare::helios::cuda

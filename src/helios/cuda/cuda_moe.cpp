@@ -4,8 +4,11 @@
 //     into tiles in a device workspace, then gate_up (with the activation in its epilogue) and down
 //     run as grouped products over those tiles, and a combine kernel sums each token's slots.
 //     Up to options_.moe_gemv_max_pairs pairs (by default max(64, 2 n_experts): decode and small
-//     batches, a tile or two per expert) the products are warp-per-column GEMVs over tiles of 8 rows, bound by streaming each chosen expert's weights once; above, tensor-core GEMMs
-//     over tiles of 64 rows. BF16 or MXFP4 expert stacks (gpt-oss; decoded as the products load
+//     batches, a tile or two per expert) the products are warp-per-column GEMVs over tiles of 8
+//     rows, bound by streaming each chosen expert's weights once; above, tensor-core GEMMs over
+//     tiles of 64 rows. Steps of at most 32 pairs and a quarter of the experts
+//     (options_.moe_fused_max_pairs) run the GEMVs fused: each warp groups the pairs itself, and
+//     down sums each token's slots, so a decode step's experts are two launches rather than four. BF16 or MXFP4 expert stacks (gpt-oss; decoded as the products load
 //     them), optional F32 expert biases, and the SwiGLU, GeGLU or clamped SwiGLU in gate_up's epilogue.
 // Every grid depends only on n_tokens, top_k, n_experts and the weight shapes: the product grids
 // have the worst-case tile count and the CTAs past the step's tiles return, so a captured step
@@ -26,6 +29,9 @@ constexpr std::int64_t k_moe_mma_gate_cols = 64, k_moe_mma_down_cols = 128;
 constexpr std::int64_t k_moe_gemv_gate_cols = 8, k_moe_gemv_down_cols = 16;
 constexpr unsigned k_moe_align_threads = 1024, k_moe_mma_threads = 128, k_moe_gemv_threads = 256;
 constexpr unsigned k_moe_combine_threads = 128;
+constexpr std::int64_t k_moe_fused_max_pairs = 32;  // k_fused_max_pairs of moe_experts.cu: a warp's lanes
+constexpr unsigned k_moe_fused_down_threads = 256;
+constexpr std::int64_t k_moe_fused_down_cols = 4;  // k_fused_down_cols
 constexpr unsigned k_router_tokens_per_block = 4;
 // The align kernel keeps two ints per expert in shared memory.
 constexpr std::int64_t k_moe_max_experts = 4096;
@@ -54,6 +60,18 @@ struct MoeWorkspaceLayout {
     return l;
   }
 };
+
+}  // namespace
+
+// A stack of expert matrices as the products take it: BF16 [E][rows, cols], or MXFP4 (values u8
+// [E][rows, cols / 2], scales u8 [E][rows, cols / 32]).
+struct MoeExpertStack {
+  CUdeviceptr w = 0, scales = 0;
+  long long w_stride = 0, w_expert_stride = 0, s_stride = 0, s_expert_stride = 0;  // in elements of w
+  bool mxfp4 = false;
+};
+
+namespace {
 
 bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
@@ -104,16 +122,10 @@ void CudaBackend::reserve_moe_workspace(std::int64_t n_tokens, std::int64_t top_
 
 namespace {
 
-// A stack of expert matrices as the products take it: BF16 [E][rows, cols], or MXFP4 (values u8
-// [E][rows, cols / 2], scales u8 [E][rows, cols / 32]); checks its dtype, shape and alignment.
-struct ExpertStack {
-  CUdeviceptr w = 0, scales = 0;
-  long long w_stride = 0, w_expert_stride = 0, s_stride = 0, s_expert_stride = 0;  // in elements of w
-  bool mxfp4 = false;
-};
-ExpertStack expert_stack(const Tensor& w, const QuantizedWeight& quant, std::int64_t n_experts, std::int64_t rows,
+// expert_stack checks a stack's dtype, shape and alignment.
+MoeExpertStack expert_stack(const Tensor& w, const QuantizedWeight& quant, std::int64_t n_experts, std::int64_t rows,
                          std::int64_t cols, const char* what) {
-  ExpertStack s;
+  MoeExpertStack s;
   s.mxfp4 = quant.format == QuantizedWeight::Format::mxfp4;
   if (quant.format != QuantizedWeight::Format::none && !s.mxfp4) {
     fail(ExitCode::failure, "internal: cuda {} are quantized, but not as MXFP4", what);
@@ -180,9 +192,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   if (n_experts < 1 || n_experts > k_moe_max_experts) {
     fail(ExitCode::failure, "internal: cuda moe_experts of {} experts", n_experts);
   }
-  const ExpertStack gate_up =
+  const MoeExpertStack gate_up =
       expert_stack(experts.gate_up, experts.gate_up_quant, n_experts, 2 * inter, hidden, "moe gate_up experts");
-  const ExpertStack down = expert_stack(experts.down, experts.down_quant, n_experts, hidden, inter, "moe down experts");
+  const MoeExpertStack down = expert_stack(experts.down, experts.down_quant, n_experts, hidden, inter, "moe down experts");
   if (gate_up.mxfp4 != down.mxfp4) fail(ExitCode::failure, "internal: cuda moe gate_up and down in two formats");
   const auto [gate_up_bias, gate_up_bias_stride] =
       expert_bias(experts.gate_up_bias, n_experts, 2 * inter, "moe gate_up bias");
@@ -203,6 +215,19 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const std::int64_t gemv_max_pairs = options_.moe_gemv_max_pairs >= 0 ? options_.moe_gemv_max_pairs
                                                                        : std::max<std::int64_t>(64, 2 * n_experts);
   const bool gemv = pairs <= gemv_max_pairs;
+  // By default the fused kernels take steps whose pairs are few against the experts (at most a
+  // quarter of them): then nearly every tile is one row of one expert, the products are short and
+  // the align and combine launches a large share of the step (Qwen3-30B-A3B's batch-1 experts, 44 ->
+  // 37 us on an H200). Where tokens share experts (gpt-oss-20b at 8 tokens, Mixtral), the unfused
+  // down's finer grid over tiles won.
+  const std::int64_t fused_max_pairs =
+      options_.moe_fused_max_pairs >= 0
+          ? std::min<std::int64_t>(options_.moe_fused_max_pairs, k_moe_fused_max_pairs)
+          : std::min<std::int64_t>(k_moe_fused_max_pairs, n_experts / 4);
+  if (gemv && pairs <= fused_max_pairs) {
+    moe_experts_fused(x, ids, weights, experts, gate_up, down, scratch, out);
+    return;
+  }
   const std::int64_t tile_rows = gemv ? k_moe_gemv_rows : k_moe_mma_rows;
   const std::int64_t n_tiles = max_tiles(pairs, n_experts, tile_rows);
   if (n_tiles > 65535) fail(ExitCode::failure, "internal: cuda moe_experts of {} pairs: {} tiles", pairs, n_tiles);
@@ -267,6 +292,53 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
            {.grid_x = unsigned(n), .grid_y = ceil_div(hidden / 8, k_moe_combine_threads),
             .block_x = k_moe_combine_threads},
            {&eo_ptr, &eo_stride, &pos_ptr, &w_ptr, &w_stride, &top_k, &hidden_i, &out_ptr, &out_stride}, "moe_combine");
+  }
+}
+
+// The fused decode path (moe_experts.cu, "Fused decode path"): gate_up over tiles every warp groups
+// itself, then down with each token's slots summed into `out`; scratch.act holds the act rows.
+void CudaBackend::moe_experts_fused(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                    const MoeExperts& experts, const MoeExpertStack& gate_up, const MoeExpertStack& down,
+                                    const MoeScratch& scratch, Tensor out) {
+  const std::int64_t n = x.rows, k = ids.cols, hidden = x.cols, n_experts = experts.gate_up.n_batch;
+  const std::int64_t inter = experts.gate_up.rows / 2, pairs = n * k;
+  const std::string suffix = gate_up.mxfp4 ? "_mxfp4" : "";
+  const auto [gate_up_bias, gate_up_bias_stride] =
+      expert_bias(experts.gate_up_bias, n_experts, 2 * inter, "moe gate_up bias");
+  const auto [down_bias, down_bias_stride] = expert_bias(experts.down_bias, n_experts, hidden, "moe down bias");
+  CUdeviceptr ids_ptr = address(ids);
+  long long ids_stride = ids.stride;
+  int n_tokens = int(n), top_k = int(k), experts_i = int(n_experts), inter_i = int(inter), hidden_i = int(hidden);
+  {
+    CUdeviceptr x_ptr = address(x), w_ptr = gate_up.w, s_ptr = gate_up.scales, b_ptr = gate_up_bias,
+                act_ptr = address(scratch.act);
+    long long x_stride = x.stride, w_stride = gate_up.w_stride, w_expert_stride = gate_up.w_expert_stride,
+              s_stride = gate_up.s_stride, s_expert_stride = gate_up.s_expert_stride, b_stride = gate_up_bias_stride,
+              act_stride = scratch.act.stride;
+    int activation = activation_code(experts.activation);
+    float limit = experts.clamp_limit, alpha = experts.clamp_alpha;
+    launch(function("moe_experts", "flare_moe_experts_fused_gate_up" + suffix),
+           {.grid_x = ceil_div(inter, k_moe_gemv_gate_cols),
+            .grid_y = unsigned(max_tiles(pairs, n_experts, k_moe_gemv_rows)),
+            .block_x = k_moe_gemv_threads},
+           {&x_ptr, &x_stride, &ids_ptr, &ids_stride, &n_tokens, &top_k, &experts_i, &w_ptr, &w_stride,
+            &w_expert_stride, &s_ptr, &s_stride, &s_expert_stride, &b_ptr, &b_stride, &inter_i, &hidden_i, &act_ptr,
+            &act_stride, &activation, &limit, &alpha},
+           "moe_fused_gate_up");
+  }
+  {
+    CUdeviceptr act_ptr = address(scratch.act), wt_ptr = address(weights), w_ptr = down.w, s_ptr = down.scales,
+                b_ptr = down_bias, out_ptr = address(out);
+    long long act_stride = scratch.act.stride, wt_stride = weights.stride, w_stride = down.w_stride,
+              w_expert_stride = down.w_expert_stride, s_stride = down.s_stride,
+              s_expert_stride = down.s_expert_stride, b_stride = down_bias_stride, out_stride = out.stride;
+    launch(function("moe_experts", "flare_moe_experts_fused_down" + suffix),
+           {.grid_x = ceil_div(hidden, k_moe_fused_down_cols),
+            .block_x = k_moe_fused_down_threads},
+           {&act_ptr, &act_stride, &ids_ptr, &ids_stride, &wt_ptr, &wt_stride, &n_tokens, &top_k, &experts_i, &w_ptr,
+            &w_stride, &w_expert_stride, &s_ptr, &s_stride, &s_expert_stride, &b_ptr, &b_stride, &hidden_i, &inter_i,
+            &out_ptr, &out_stride},
+           "moe_fused_down");
   }
 }
 

@@ -119,28 +119,25 @@ __device__ __forceinline__ bool flare_moe_tile(const int* __restrict__ tiles, Fl
 
 constexpr int k_align_threads = 1024;
 
-// Dynamic shared memory: 2 * n_experts ints. grid 1, block k_align_threads.
-extern "C" __global__ void __launch_bounds__(k_align_threads)
-flare_moe_experts_align(const int* __restrict__ ids, long long ids_stride,  // [n_tokens, top_k]
-                        int n_tokens, int top_k, int n_experts, int tile_rows,
-                        int* __restrict__ tiles,         // [4 + 3 * max tiles]
-                        int* __restrict__ sorted_pairs,  // [n_tokens * top_k]
-                        int* __restrict__ pair_pos) {    // [n_tokens * top_k]
-  extern __shared__ int flare_align_smem[];
-  int* counts = flare_align_smem;              // [n_experts] pairs of each expert
-  int* cursor = flare_align_smem + n_experts;  // [n_experts] next free sorted row of each expert
-  __shared__ long long warp_sums[k_align_threads / 32];
-  __shared__ long long carry;  // rows (low 32 bits) and tiles (high) of the experts scanned so far
-  flare_pdl_enter();
+// Groups the n_tokens * top_k (token, slot) pairs by expert, as the header describes, with the
+// THREADS threads of the CTA: `counts` and `cursor` are [n_experts] ints of shared memory,
+// `warp_sums` THREADS / 32 long longs and `carry` one, of shared memory; tiles, sorted_pairs and
+// pair_pos are global.
+template <int THREADS>
+__device__ __forceinline__ void flare_moe_align(const int* __restrict__ ids, long long ids_stride, int n_tokens,
+                                                int top_k, int n_experts, int tile_rows, int* counts, int* cursor,
+                                                long long* warp_sums, long long& carry, int* tiles, int* sorted_pairs,
+                                                int* pair_pos) {
+  constexpr int n_warps = THREADS / 32;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int n_pairs = n_tokens * top_k;
-  for (int e = tid; e < n_experts; e += k_align_threads) counts[e] = 0;
+  for (int e = tid; e < n_experts; e += THREADS) counts[e] = 0;
   if (tid == 0) carry = 0;
   __syncthreads();
 
   // Counts, one shared atomic per expert a warp holds (a step where every pair picks one expert
   // would otherwise serialize on one address).
-  for (int base = 0; base < n_pairs; base += k_align_threads) {
+  for (int base = 0; base < n_pairs; base += THREADS) {
     const int p = base + tid;
     int e = p < n_pairs ? ids[(long long)(p / top_k) * ids_stride + p % top_k] : -1;
     if (e < 0 || e >= n_experts) e = -1;
@@ -150,9 +147,9 @@ flare_moe_experts_align(const int* __restrict__ ids, long long ids_stride,  // [
   }
   __syncthreads();
 
-  // Exclusive scan of (rows, tiles) over the experts, k_align_threads experts at a time; each
-  // expert's thread writes its tiles.
-  for (int base = 0; base < n_experts; base += k_align_threads) {
+  // Exclusive scan of (rows, tiles) over the experts, THREADS experts at a time; each expert's
+  // thread writes its tiles.
+  for (int base = 0; base < n_experts; base += THREADS) {
     const int e = base + tid;
     const int c = e < n_experts ? counts[e] : 0;
     const int n_tiles = (c + tile_rows - 1) / tile_rows;
@@ -166,13 +163,13 @@ flare_moe_experts_align(const int* __restrict__ ids, long long ids_stride,  // [
     if (lane == 31) warp_sums[warp] = inclusive;
     __syncthreads();
     if (warp == 0) {
-      long long s = warp_sums[lane];
+      long long s = lane < n_warps ? warp_sums[lane] : 0;
 #pragma unroll
       for (int o = 1; o < 32; o *= 2) {
         const long long up = __shfl_up_sync(0xffffffffu, s, o);
         if (lane >= o) s += up;
       }
-      warp_sums[lane] = s;  // inclusive over warps
+      if (lane < n_warps) warp_sums[lane] = s;  // inclusive over warps
     }
     __syncthreads();
     const long long exclusive = carry + inclusive - v + (warp > 0 ? warp_sums[warp - 1] : 0);
@@ -187,13 +184,13 @@ flare_moe_experts_align(const int* __restrict__ ids, long long ids_stride,  // [
       }
     }
     __syncthreads();  // every thread read carry and warp_sums
-    if (tid == 0) carry += warp_sums[31];
+    if (tid == 0) carry += warp_sums[n_warps - 1];
     __syncthreads();
   }
   if (tid == 0) tiles[0] = int(carry >> 32);
 
   // Scatter: each pair takes the next row of its expert.
-  for (int base = 0; base < n_pairs; base += k_align_threads) {
+  for (int base = 0; base < n_pairs; base += THREADS) {
     const int p = base + tid;
     int e = p < n_pairs ? ids[(long long)(p / top_k) * ids_stride + p % top_k] : -1;
     if (e < 0 || e >= n_experts) e = -1;
@@ -212,6 +209,21 @@ flare_moe_experts_align(const int* __restrict__ ids, long long ids_stride,  // [
       }
     }
   }
+}
+
+// Dynamic shared memory: 2 * n_experts ints. grid 1, block k_align_threads.
+extern "C" __global__ void __launch_bounds__(k_align_threads)
+flare_moe_experts_align(const int* __restrict__ ids, long long ids_stride,  // [n_tokens, top_k]
+                        int n_tokens, int top_k, int n_experts, int tile_rows,
+                        int* __restrict__ tiles,         // [4 + 3 * max tiles]
+                        int* __restrict__ sorted_pairs,  // [n_tokens * top_k]
+                        int* __restrict__ pair_pos) {    // [n_tokens * top_k]
+  extern __shared__ int flare_align_smem[];
+  __shared__ long long warp_sums[k_align_threads / 32];
+  __shared__ long long carry;  // rows (low 32 bits) and tiles (high) of the experts scanned so far
+  flare_pdl_enter();
+  flare_moe_align<k_align_threads>(ids, ids_stride, n_tokens, top_k, n_experts, tile_rows, flare_align_smem,
+                                   flare_align_smem + n_experts, warp_sums, carry, tiles, sorted_pairs, pair_pos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -514,7 +526,7 @@ extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mm
 
 constexpr int k_gemv_threads = 256;  // 8 warps
 constexpr int k_gemv_rows = 8;       // tile rows (the host aligns with tile_rows 8)
-constexpr int k_gemv_unroll = 4;     // 16-byte chunks per weight row a lane loads before using them
+constexpr int k_gemv_unroll = 8;     // 16-byte chunks per weight row a lane loads before using them
 
 __device__ __forceinline__ uint4 flare_moe_load_w(const void* p) {
   uint4 v;
@@ -571,48 +583,37 @@ __device__ __forceinline__ float flare_dot32(const uint4 (&xv)[4], const float (
   return acc;
 }
 
-// GATE: warp w of the CTA computes act column blockIdx.x * 8 + w (gate row c and up row n_out + c);
-// else columns 2 (blockIdx.x * 8 + w) and the next. grid (ceil(n_out / (GATE ? 8 : 16)), max tiles).
+// The dot products of `count` (<= 8) rows of a, a_rows_index[g] (GATE: x rows, the tokens of a
+// tile's pairs; else the tile's act rows), with two weight rows of `expert`, rows[0] and rows[1]:
+// acc[g][i], F32, summed over the warp, so every lane holds every total.
 // A lane's chunks are 16 bytes of a weight row: 8 BF16 values, or 32 MXFP4 values (and their scale
 // byte), so an MXFP4 row streams a quarter of the BF16 row's bytes.
-template <bool GATE, bool MXFP4>
-__device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__ a, long long a_stride,
-                                               const int* __restrict__ sorted_pairs, int top_k,
-                                               const int* __restrict__ tiles, const FlareMoeWeights& wt,
-                                               FlareMoeEpilogue ep, long long bias_expert_stride, int n_out, int k_dim,
-                                               __nv_bfloat16* __restrict__ out, long long out_stride) {
-  flare_pdl_enter();
-  FlareMoeTile tile;
-  if (!flare_moe_tile(tiles, tile)) return;
-  const int count = min(tile.end - tile.begin, k_gemv_rows);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int col = GATE ? blockIdx.x * (k_gemv_threads / 32) + warp : 2 * (blockIdx.x * (k_gemv_threads / 32) + warp);
-  if (col >= n_out) return;
+template <bool MXFP4>
+__device__ __forceinline__ void flare_moe_gemv_dots(const __nv_bfloat16* __restrict__ a, long long a_stride,
+                                                    const int (&a_rows_index)[k_gemv_rows], int count, int expert,
+                                                    const FlareMoeWeights& wt, const long long (&rows)[2], int k_dim,
+                                                    float (&acc)[k_gemv_rows][2]) {
+  const int lane = threadIdx.x % 32;
   const int elem_bytes = MXFP4 ? 1 : 2;
   const unsigned char* w_e =
-      static_cast<const unsigned char*>(wt.w) + (long long)tile.expert * wt.w_expert_stride * elem_bytes;
-  const long long rows[2] = {col, GATE ? (long long)(n_out + col) : (long long)min(col + 1, n_out - 1)};
+      static_cast<const unsigned char*>(wt.w) + (long long)expert * wt.w_expert_stride * elem_bytes;
   const unsigned char* w_rows[2] = {w_e + rows[0] * wt.w_stride * elem_bytes, w_e + rows[1] * wt.w_stride * elem_bytes};
   const unsigned char* s_rows[2] = {nullptr, nullptr};
   if (MXFP4) {
-    const unsigned char* s_e = wt.scales + (long long)tile.expert * wt.s_expert_stride;
+    const unsigned char* s_e = wt.scales + (long long)expert * wt.s_expert_stride;
     s_rows[0] = s_e + rows[0] * wt.s_stride;
     s_rows[1] = s_e + rows[1] * wt.s_stride;
   }
   const __nv_bfloat16* a_rows[k_gemv_rows];
 #pragma unroll
-  for (int g = 0; g < k_gemv_rows; ++g) {
-    const int r = tile.begin + min(g, count - 1);
-    a_rows[g] = a + (GATE ? (long long)(sorted_pairs[r] / top_k) : (long long)r) * a_stride;
-  }
-  float acc[k_gemv_rows][2];
+  for (int g = 0; g < k_gemv_rows; ++g) a_rows[g] = a + (long long)a_rows_index[min(g, count - 1)] * a_stride;
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) acc[g][0] = acc[g][1] = 0.0f;
 
   constexpr int chunk_values = MXFP4 ? 32 : 8;
-  // An MXFP4 chunk holds 4x the values (and their decoded floats): half the chunks in flight keep
-  // the registers to two CTAs an SM.
-  constexpr int unroll = MXFP4 ? k_gemv_unroll / 2 : k_gemv_unroll;
+  // An MXFP4 chunk holds 4x the values (and their decoded floats): two chunks in flight keep the
+  // registers to two CTAs an SM.
+  constexpr int unroll = MXFP4 ? 2 : k_gemv_unroll;
   const int n_chunks = k_dim / chunk_values;
   for (int c0 = lane; c0 < n_chunks; c0 += 32 * unroll) {
     uint4 wv[unroll][2];
@@ -655,18 +656,45 @@ __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__
       }
     }
   }
-  // Butterfly sums: every lane holds every total; lane g writes row g.
+  // Butterfly sums over the rows the tile has (count is the same for the whole warp).
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) {
+    if (g >= count) break;
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) {
       acc[g][0] += __shfl_xor_sync(0xffffffffu, acc[g][0], o);
       acc[g][1] += __shfl_xor_sync(0xffffffffu, acc[g][1], o);
     }
   }
-  const float* bias = ep.bias != nullptr ? ep.bias + (long long)tile.expert * bias_expert_stride : nullptr;
+}
+
+// GATE: warp w of the CTA computes act column blockIdx.x * 8 + w (gate row c and up row n_out + c);
+// else columns 2 (blockIdx.x * 8 + w) and the next, of tile blockIdx.y's rows. grid
+// (ceil(n_out / (GATE ? 8 : 16)), max tiles).
+template <bool GATE, bool MXFP4>
+__device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__ a, long long a_stride,
+                                               const int* __restrict__ sorted_pairs, int top_k,
+                                               const int* __restrict__ tiles, const FlareMoeWeights& wt,
+                                               FlareMoeEpilogue ep, long long bias_expert_stride, int n_out, int k_dim,
+                                               __nv_bfloat16* __restrict__ out, long long out_stride) {
+  FlareMoeTile tile;
+  if (!flare_moe_tile(tiles, tile)) return;
+  const int count = min(tile.end - tile.begin, k_gemv_rows);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int col = GATE ? blockIdx.x * (k_gemv_threads / 32) + warp : 2 * (blockIdx.x * (k_gemv_threads / 32) + warp);
+  if (col >= n_out) return;
+  const long long rows[2] = {col, GATE ? (long long)(n_out + col) : (long long)min(col + 1, n_out - 1)};
+  int a_rows_index[k_gemv_rows];
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) {
+    const int r = tile.begin + min(g, count - 1);
+    a_rows_index[g] = GATE ? sorted_pairs[r] / top_k : r;
+  }
+  float acc[k_gemv_rows][2];
+  flare_moe_gemv_dots<MXFP4>(a, a_stride, a_rows_index, count, tile.expert, wt, rows, k_dim, acc);
+  const float* bias = ep.bias != nullptr ? ep.bias + (long long)tile.expert * bias_expert_stride : nullptr;
+#pragma unroll
+  for (int g = 0; g < k_gemv_rows; ++g) {  // lane g writes row g
     if (lane != g || g >= count) continue;
     __nv_bfloat16* dst = out + (long long)(tile.begin + g) * out_stride + col;
     float v0 = acc[g][0], v1 = acc[g][1];
@@ -684,18 +712,220 @@ __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__
 }
 
 extern "C" __global__ void __launch_bounds__(k_gemv_threads) flare_moe_experts_gemv_gate_up(FLARE_MOE_GATE_UP_PARAMS) {
+  flare_pdl_enter();
   flare_moe_gemv<true, false>(FLARE_MOE_GATE_UP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_gemv_threads) flare_moe_experts_gemv_down(FLARE_MOE_DOWN_PARAMS) {
+  flare_pdl_enter();
   flare_moe_gemv<false, false>(FLARE_MOE_DOWN_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
 flare_moe_experts_gemv_gate_up_mxfp4(FLARE_MOE_GATE_UP_PARAMS) {
+  flare_pdl_enter();
   flare_moe_gemv<true, true>(FLARE_MOE_GATE_UP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
 flare_moe_experts_gemv_down_mxfp4(FLARE_MOE_DOWN_PARAMS) {
+  flare_pdl_enter();
   flare_moe_gemv<false, true>(FLARE_MOE_DOWN_ARGS);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused decode path: steps of at most 32 pairs (a warp's lanes) skip the align kernel and the
+// combine kernel. Every warp groups the step's pairs itself in registers (FlareMoeWarpGrouping:
+// a handful of warp instructions, the same grouping in every warp), so the step is two launches:
+//   flare_moe_experts_fused_gate_up: the GEMV gate_up of tile blockIdx.y of the grouping, grid
+//     (ceil(inter / 8), the step's worst-case tile count, as for the GEMV path);
+//   flare_moe_experts_fused_down: a CTA per k_fused_down_cols output columns runs the down GEMV of
+//     every tile (its warps split the tiles), keeps each pair's bf16-rounded value in shared memory
+//     and sums each token's slots in slot order into out: no expert_out rows.
+// The grouping: distinct experts in order of their first pair; an expert's rows are its pairs in
+// pair order, cut into tiles of up to 8 rows; pairs whose id is outside the experts get no row.
+
+constexpr int k_fused_max_pairs = 32;
+constexpr int k_fused_down_threads = 256;
+constexpr int k_fused_down_col_pairs = 2;                                                     // warps across columns
+constexpr int k_fused_down_tile_groups = k_fused_down_threads / 32 / k_fused_down_col_pairs;  // warps across tiles
+constexpr int k_fused_down_cols = 2 * k_fused_down_col_pairs;
+
+// Lane p's view of the grouping of the step's n_pairs (<= 32) pairs: its pair's expert (-1: none)
+// and sorted row, and (at the lane of an expert's first pair) the expert's first row and tile.
+struct FlareMoeWarpGrouping {
+  int expert = -1, row = -1;
+  int leader_row0 = 0, leader_tile0 = 0, leader_count = 0;  // meaningful where this lane leads its expert
+  bool leads = false;
+  int n_tiles = 0;  // the same in every lane
+};
+
+__device__ __forceinline__ FlareMoeWarpGrouping flare_moe_warp_grouping(const int* __restrict__ ids,
+                                                                        long long ids_stride, int n_pairs,
+                                                                        int top_k, int n_experts) {
+  const int lane = threadIdx.x % 32;
+  FlareMoeWarpGrouping g;
+  int e = lane < n_pairs ? ids[(long long)(lane / top_k) * ids_stride + lane % top_k] : -1;
+  if (e < 0 || e >= n_experts) e = -1;
+  g.expert = e;
+  const unsigned same = __match_any_sync(0xffffffffu, e);
+  const int leader = __ffs(same) - 1;
+  g.leads = e >= 0 && lane == leader;
+  const int count = __popc(same);
+  // Inclusive scans over the lanes of (rows, tiles) that each expert's first lane brings.
+  int rows_incl = g.leads ? count : 0, tiles_incl = g.leads ? (count + k_gemv_rows - 1) / k_gemv_rows : 0;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int r = __shfl_up_sync(0xffffffffu, rows_incl, o), t = __shfl_up_sync(0xffffffffu, tiles_incl, o);
+    if (lane >= o) {
+      rows_incl += r;
+      tiles_incl += t;
+    }
+  }
+  g.leader_count = g.leads ? count : 0;
+  g.leader_row0 = rows_incl - g.leader_count;
+  g.leader_tile0 = tiles_incl - (g.leads ? (count + k_gemv_rows - 1) / k_gemv_rows : 0);
+  g.n_tiles = __shfl_sync(0xffffffffu, tiles_incl, 31);
+  const int row0 = __shfl_sync(0xffffffffu, g.leader_row0, leader);
+  g.row = e >= 0 ? row0 + __popc(same & ((1u << lane) - 1u)) : -1;
+  return g;
+}
+
+// Tile `i` (< g.n_tiles) of the grouping: its expert, its rows [begin, end), and the pair of each of
+// its rows (pairs[j] for row begin + j). Every lane of the warp must call it.
+__device__ __forceinline__ FlareMoeTile flare_moe_warp_tile(const FlareMoeWarpGrouping& g, int i,
+                                                           int (&pairs)[k_gemv_rows]) {
+  const int n_tiles_mine = g.leads ? (g.leader_count + k_gemv_rows - 1) / k_gemv_rows : 0;
+  const unsigned owner = __ballot_sync(0xffffffffu, g.leads && g.leader_tile0 <= i && i < g.leader_tile0 + n_tiles_mine);
+  const int l = __ffs(owner) - 1;
+  const int expert = __shfl_sync(0xffffffffu, g.expert, l), row0 = __shfl_sync(0xffffffffu, g.leader_row0, l);
+  const int tile0 = __shfl_sync(0xffffffffu, g.leader_tile0, l), count = __shfl_sync(0xffffffffu, g.leader_count, l);
+  FlareMoeTile tile;
+  tile.expert = expert;
+  tile.begin = row0 + (i - tile0) * k_gemv_rows;
+  tile.end = min(tile.begin + k_gemv_rows, row0 + count);
+#pragma unroll
+  for (int j = 0; j < k_gemv_rows; ++j) {
+    const unsigned at = __ballot_sync(0xffffffffu, g.row == tile.begin + j);
+    pairs[j] = at != 0 ? __ffs(at) - 1 : 0;
+  }
+  return tile;
+}
+
+#define FLARE_MOE_FUSED_GATE_UP_PARAMS                                                                           \
+  const __nv_bfloat16 *x, long long x_stride, const int *ids, long long ids_stride, int n_tokens, int top_k,     \
+      int n_experts, const void *w, long long w_stride, long long w_expert_stride, const unsigned char *scales,  \
+      long long s_stride, long long s_expert_stride, const float *bias, long long bias_expert_stride, int inter, \
+      int hidden, __nv_bfloat16 *act, long long act_stride, int activation, float limit, float alpha
+#define FLARE_MOE_FUSED_DOWN_PARAMS                                                                              \
+  const __nv_bfloat16 *act, long long act_stride, const int *ids, long long ids_stride, const float *weights,    \
+      long long weights_stride, int n_tokens, int top_k, int n_experts, const void *w, long long w_stride,       \
+      long long w_expert_stride, const unsigned char *scales, long long s_stride, long long s_expert_stride,     \
+      const float *bias, long long bias_expert_stride, int hidden, int inter, __nv_bfloat16 *out,              \
+      long long out_stride
+
+// Warp w computes act column blockIdx.x * 8 + w of tile blockIdx.y's rows.
+template <bool MXFP4>
+__device__ __forceinline__ void flare_moe_fused_gate_up(FLARE_MOE_FUSED_GATE_UP_PARAMS) {
+  flare_pdl_enter();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const FlareMoeWarpGrouping g = flare_moe_warp_grouping(ids, ids_stride, n_tokens * top_k, top_k, n_experts);
+  const int col = blockIdx.x * (k_gemv_threads / 32) + warp;
+  if (int(blockIdx.y) >= g.n_tiles || col >= inter) return;
+  int pairs[k_gemv_rows];
+  const FlareMoeTile tile = flare_moe_warp_tile(g, blockIdx.y, pairs);
+  const int count = tile.end - tile.begin;
+  int tokens[k_gemv_rows];
+#pragma unroll
+  for (int j = 0; j < k_gemv_rows; ++j) tokens[j] = pairs[j] / top_k;
+  const long long rows[2] = {col, (long long)inter + col};
+  float acc[k_gemv_rows][2];
+  flare_moe_gemv_dots<MXFP4>(x, x_stride, tokens, count, tile.expert,
+                             FlareMoeWeights{w, w_stride, w_expert_stride, scales, s_stride, s_expert_stride}, rows,
+                             hidden, acc);
+  const float* b = bias != nullptr ? bias + (long long)tile.expert * bias_expert_stride : nullptr;
+#pragma unroll
+  for (int j = 0; j < k_gemv_rows; ++j) {  // lane j writes row j
+    if (lane != j || j >= count) continue;
+    float gate = acc[j][0], up = acc[j][1];
+    if (b != nullptr) {
+      gate += b[rows[0]];
+      up += b[rows[1]];
+    }
+    act[(long long)(tile.begin + j) * act_stride + col] = __float2bfloat16(flare_moe_act(activation, gate, up, limit, alpha));
+  }
+}
+
+template <bool MXFP4>
+__device__ __forceinline__ void flare_moe_fused_down(FLARE_MOE_FUSED_DOWN_PARAMS) {
+  __shared__ float values[k_fused_max_pairs][k_fused_down_cols];  // bf16-rounded down values, by sorted row
+  __shared__ int pair_row[k_fused_max_pairs];
+  flare_pdl_enter();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int n_pairs = n_tokens * top_k;
+  const FlareMoeWarpGrouping g = flare_moe_warp_grouping(ids, ids_stride, n_pairs, top_k, n_experts);
+  if (warp == 0 && lane < n_pairs) pair_row[lane] = g.row;
+  const int col_pair = warp % k_fused_down_col_pairs, tile_group = warp / k_fused_down_col_pairs;
+  const int col = blockIdx.x * k_fused_down_cols + 2 * col_pair;
+  const FlareMoeWeights wt{w, w_stride, w_expert_stride, scales, s_stride, s_expert_stride};
+  if (col < hidden) {
+    const long long rows[2] = {col, min(col + 1, hidden - 1)};
+    for (int i = tile_group; i < g.n_tiles; i += k_fused_down_tile_groups) {
+      int pairs[k_gemv_rows];
+      const FlareMoeTile tile = flare_moe_warp_tile(g, i, pairs);
+      const int count = tile.end - tile.begin;
+      int act_rows[k_gemv_rows];
+#pragma unroll
+      for (int j = 0; j < k_gemv_rows; ++j) act_rows[j] = tile.begin + min(j, count - 1);
+      float acc[k_gemv_rows][2];
+      flare_moe_gemv_dots<MXFP4>(act, act_stride, act_rows, count, tile.expert, wt, rows, inter, acc);
+      const float* b = bias != nullptr ? bias + (long long)tile.expert * bias_expert_stride : nullptr;
+#pragma unroll
+      for (int j = 0; j < k_gemv_rows; ++j) {  // lane j keeps row j
+        if (lane != j || j >= count) continue;
+        float v0 = acc[j][0], v1 = acc[j][1];
+        if (b != nullptr) {
+          v0 += b[rows[0]];
+          v1 += b[rows[1]];
+        }
+        values[tile.begin + j][2 * col_pair] = flare_round_bf16(v0);
+        values[tile.begin + j][2 * col_pair + 1] = flare_round_bf16(v1);
+      }
+    }
+  }
+  __syncthreads();
+  // Each token's slots, in slot order (an expert id outside the experts adds nothing).
+  for (int i = threadIdx.x; i < n_tokens * k_fused_down_cols; i += k_fused_down_threads) {
+    const int t = i / k_fused_down_cols, c = i % k_fused_down_cols, out_col = blockIdx.x * k_fused_down_cols + c;
+    if (out_col >= hidden) continue;
+    float sum = 0.0f;
+    for (int j = 0; j < top_k; ++j) {
+      const int row = pair_row[t * top_k + j];
+      if (row >= 0) sum += weights[(long long)t * weights_stride + j] * values[row][c];
+    }
+    out[(long long)t * out_stride + out_col] = __float2bfloat16(sum);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(k_gemv_threads)
+flare_moe_experts_fused_gate_up(FLARE_MOE_FUSED_GATE_UP_PARAMS) {
+  flare_moe_fused_gate_up<false>(x, x_stride, ids, ids_stride, n_tokens, top_k, n_experts, w, w_stride, w_expert_stride,
+                                 scales, s_stride, s_expert_stride, bias, bias_expert_stride, inter, hidden, act,
+                                 act_stride, activation, limit, alpha);
+}
+extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
+flare_moe_experts_fused_gate_up_mxfp4(FLARE_MOE_FUSED_GATE_UP_PARAMS) {
+  flare_moe_fused_gate_up<true>(x, x_stride, ids, ids_stride, n_tokens, top_k, n_experts, w, w_stride, w_expert_stride,
+                                scales, s_stride, s_expert_stride, bias, bias_expert_stride, inter, hidden, act,
+                                act_stride, activation, limit, alpha);
+}
+extern "C" __global__ void __launch_bounds__(k_fused_down_threads) flare_moe_experts_fused_down(FLARE_MOE_FUSED_DOWN_PARAMS) {
+  flare_moe_fused_down<false>(act, act_stride, ids, ids_stride, weights, weights_stride, n_tokens, top_k, n_experts, w,
+                              w_stride, w_expert_stride, scales, s_stride, s_expert_stride, bias, bias_expert_stride,
+                              hidden, inter, out, out_stride);
+}
+extern "C" __global__ void __launch_bounds__(k_fused_down_threads, 2)
+flare_moe_experts_fused_down_mxfp4(FLARE_MOE_FUSED_DOWN_PARAMS) {
+  flare_moe_fused_down<true>(act, act_stride, ids, ids_stride, weights, weights_stride, n_tokens, top_k, n_experts, w,
+                             w_stride, w_expert_stride, scales, s_stride, s_expert_stride, bias, bias_expert_stride,
+                             hidden, inter, out, out_stride);
 }
 
 // ---------------------------------------------------------------------------------------------

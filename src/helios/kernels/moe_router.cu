@@ -4,7 +4,8 @@
 // order) when `renormalize`. F32 math throughout.
 //
 // flare_moe_router: one warp per token, 4 tokens per 128-thread block, grid ceil(n_tokens / 4).
-// Lane l reads experts l, l + 32, ... The j-th pick is the best expert strictly after the (j-1)-th
+// Lane l reads experts l, l + 32, ... once (up to 256 experts; more are read again each pick) and
+// keeps their probabilities in registers. The j-th pick is the best expert strictly after the (j-1)-th
 // in the order (probability descending, index ascending), so no "taken" set is kept: each pick is
 // a warp arg-max over the experts below the previous one. Needs top_k <= 32 (lane j holds pick j
 // until the end) and top_k <= n_experts (the host checks both).
@@ -27,6 +28,10 @@ __device__ __forceinline__ bool flare_router_before(float p, int e, float q, int
   return p > q || (p == q && e < f);
 }
 
+// Up to this many experts a lane (256 experts a warp) the probabilities stay in registers, each
+// computed once; above, every pick recomputes them from the logits.
+constexpr int k_router_cached = 8;
+
 extern "C" __global__ void __launch_bounds__(k_router_warps * 32)
 flare_moe_router(const float* __restrict__ logits, long long logits_stride,  // [n_tokens, n_experts]
                  int n_tokens, int n_experts, int top_k, int renormalize,
@@ -37,15 +42,38 @@ flare_moe_router(const float* __restrict__ logits, long long logits_stride,  // 
   const long long t = (long long)blockIdx.x * k_router_warps + threadIdx.x / 32;
   if (t >= n_tokens) return;
   const float* l = logits + t * logits_stride;
+  const bool cached = n_experts <= 32 * k_router_cached;
 
+  float mine[k_router_cached];  // lane's logits, then probabilities, of experts lane + 32 i
+#pragma unroll
+  for (int i = 0; i < k_router_cached; ++i) {
+    const int e = lane + 32 * i;
+    mine[i] = cached && e < n_experts ? l[e] : -__int_as_float(0x7f800000);
+  }
   float max = -__int_as_float(0x7f800000);
-  for (int e = lane; e < n_experts; e += 32) max = fmaxf(max, l[e]);
+  if (cached) {
+#pragma unroll
+    for (int i = 0; i < k_router_cached; ++i) max = fmaxf(max, mine[i]);
+  } else {
+    for (int e = lane; e < n_experts; e += 32) max = fmaxf(max, l[e]);
+  }
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, o));
   float sum = 0.0f;
-  for (int e = lane; e < n_experts; e += 32) sum += expf(l[e] - max);
+  if (cached) {
+#pragma unroll
+    for (int i = 0; i < k_router_cached; ++i) {
+      if (lane + 32 * i < n_experts) sum += expf(mine[i] - max);
+    }
+  } else {
+    for (int e = lane; e < n_experts; e += 32) sum += expf(l[e] - max);
+  }
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (cached) {
+#pragma unroll
+    for (int i = 0; i < k_router_cached; ++i) mine[i] = lane + 32 * i < n_experts ? expf(mine[i] - max) / sum : -1.0f;
+  }
 
   float prev_p = __int_as_float(0x7f800000);  // +inf: every expert comes after it
   int prev_e = -1;
@@ -54,11 +82,23 @@ flare_moe_router(const float* __restrict__ logits, long long logits_stride,  // 
   for (int j = 0; j < top_k; ++j) {
     float best_p = -1.0f;  // below every probability
     int best_e = 0x7fffffff;
-    for (int e = lane; e < n_experts; e += 32) {
-      const float p = expf(l[e] - max) / sum;
-      if (flare_router_before(prev_p, prev_e, p, e) && flare_router_before(p, e, best_p, best_e)) {
-        best_p = p;
-        best_e = e;
+    if (cached) {
+#pragma unroll
+      for (int i = 0; i < k_router_cached; ++i) {
+        const int e = lane + 32 * i;
+        const float p = mine[i];
+        if (e < n_experts && flare_router_before(prev_p, prev_e, p, e) && flare_router_before(p, e, best_p, best_e)) {
+          best_p = p;
+          best_e = e;
+        }
+      }
+    } else {
+      for (int e = lane; e < n_experts; e += 32) {
+        const float p = expf(l[e] - max) / sum;
+        if (flare_router_before(prev_p, prev_e, p, e) && flare_router_before(p, e, best_p, best_e)) {
+          best_p = p;
+          best_e = e;
+        }
       }
     }
 #pragma unroll
