@@ -3,7 +3,7 @@
 // keeps the draws while they equal the drafts) with helios::sample_token, the CPU backend's
 // sampler, at temperature 1.3 and top-p 0.9 over an 8-token vocabulary. 10^5 seeded rounds, each
 // a fresh request: a prefill draws the pending token, then one verify row checks one learned draft
-// (a perturbed copy of the target, so drafts are right about two times in three). The tokens
+// (a perturbed copy of the target: about one draft in four is accepted). The tokens
 // emitted at verify positions 0 and 1 are tallied per context (the tokens before them) and compared
 // by chi-square with the target's processed distribution for that context, computed here from its
 // definition (softmax of logits / T, the smallest best-first prefix reaching top_p). Each must
@@ -178,6 +178,7 @@ TEST(RejectionSampling, VerifyRowsKeepTheTargetDistribution) {
     scheduler.add(RequestHandle(round + 1), request, params, now_ms);
     std::vector<std::int32_t> generated;
     std::vector<std::int32_t> broken;  // the same draws, every draft accepted
+    std::size_t n_from_verify = 0;     // tokens the verify row emitted (2: its draft was accepted)
     while (scheduler.has_work()) {
       StepPlan plan = scheduler.schedule(now_ms);
       now_ms += 1.0;
@@ -201,22 +202,24 @@ TEST(RejectionSampling, VerifyRowsKeepTheTargetDistribution) {
         ASSERT_EQ(results.sampled.size(), 2u);
         broken = {plan.step.tokens.at(1), results.sampled[1].token};  // draft 0 kept whatever was drawn
       }
+      const std::size_t n_before = generated.size();
       for (const auto& outputs : scheduler.apply(plan, sampling, results, kVocab)) {
         for (const auto& output : outputs.outputs) {
           for (const auto& token : output.tokens) generated.push_back(token.token_id);
         }
       }
+      if (verify) n_from_verify = generated.size() - n_before;
     }
     ASSERT_GE(generated.size(), 2u);
     ASSERT_EQ(broken.size(), 2u) << "round " << round << " had no verify row";
     const std::vector<std::int32_t> pending = {generated[0]};
     engine_tally[0].add(target, prompt, pending, generated[1]);
-    if (generated.size() == 3) engine_tally[1].add(target, prompt, {generated[0], generated[1]}, generated[2]);
+    if (n_from_verify == 2) engine_tally[1].add(target, prompt, {generated[0], generated[1]}, generated[2]);
     broken_tally[0].add(target, prompt, pending, broken[0]);
     broken_tally[1].add(target, prompt, {generated[0], broken[0]}, broken[1]);
   }
   EXPECT_EQ(n_verify_rows, kRounds);
-  EXPECT_GE(engine_tally[1].n, kRounds / 3);  // position 1 is reached when the draft was right
+  EXPECT_GE(engine_tally[1].n, kRounds / 5);  // position 1 is reached when the draft was right
   EXPECT_LT(engine_tally[1].n, kRounds);      // and not always: drafts are also rejected
   for (int position = 0; position < 2; ++position) {
     int df = 0;
