@@ -65,7 +65,8 @@ struct GenerationRequest {
   std::vector<std::string> stop_strings;
   // Constrained decoding (token_constraint.h): the template each choice clones at admission; null
   // for free generation. A constrained choice ends when its constraint is finished (stop), or by
-  // max_tokens / the context limit; min_tokens, stop ids and end-of-sequence ids do not apply.
+  // max_tokens / the context limit; min_tokens, stop ids and end-of-sequence ids do not apply,
+  // except while the constraint says it does not decide the end (decides_end()).
   std::shared_ptr<const TokenConstraint> constraint;
 };
 

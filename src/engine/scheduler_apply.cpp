@@ -88,7 +88,8 @@ void Scheduler::record_token(Request& r, Choice& c, const helios::SampledToken& 
     finish_choice(r, c, FinishReason::stop, -1);
     return;
   }
-  if (!c.constraint && n_after >= r.request.min_tokens) {  // a constraint decides its own end
+  const bool constraint_ends = c.constraint && c.constraint->decides_end();
+  if (!constraint_ends && n_after >= r.request.min_tokens) {  // else the constraint decides where the text ends
     if (contains(r.request.stop_token_ids, sampled.token) ||
         (!r.request.ignore_eos && contains(options_.eos_token_ids, sampled.token))) {
       finish_choice(r, c, FinishReason::stop, sampled.token);

@@ -12,7 +12,8 @@ helios::SamplingParams Scheduler::choice_sampling_params(const Request& r, const
   helios::SamplingParams params = r.sampling;
   params.seed = scheduler_choice_seed(r.sampling.seed, c.index);
   params.n_top_logprobs = r.request.logprobs ? r.request.top_logprobs : 0;
-  if (n_generated < r.request.min_tokens && !c.constraint) {  // as vLLM: stop ids cannot be drawn before min_tokens
+  const bool constraint_ends = c.constraint && c.constraint->decides_end();
+  if (n_generated < r.request.min_tokens && !constraint_ends) {  // as vLLM: stop ids cannot be drawn before min_tokens
     const float never = -std::numeric_limits<float>::infinity();
     for (TokenId id : r.request.stop_token_ids) params.logit_bias.emplace_back(id, never);
     if (!r.request.ignore_eos) {

@@ -40,6 +40,11 @@ class TokenConstraint {
   virtual void accept(TokenId token) = 0;
   // The constrained text is complete: the choice finishes (reason stop) after its last token.
   virtual bool finished() const = 0;
+  // Whether the constraint decides where the choice ends, now (the default: it ends when
+  // finished(), and stop tokens and EOS are only tokens). When false (a constraint that watches
+  // free text for a tool call, between calls), the choice ends as an unconstrained one does: on a
+  // stop token or EOS once min_tokens are written.
+  virtual bool decides_end() const { return true; }
 };
 
 }  // namespace flare::engine

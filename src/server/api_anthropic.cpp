@@ -8,6 +8,7 @@
 #include "server/chat_messages.h"
 #include "server/frontend.h"
 #include "server/sampling.h"
+#include "server/strict_tool_calls.h"
 #include "server/tool_call_constraint.h"
 
 namespace flare::server {
@@ -89,6 +90,7 @@ json convert_tools(const json& body) {
     auto schema = tool.find("input_schema");
     if (schema == tool.end() || !schema->is_object()) fail_field(field_path(path, "input_schema"), "must be an object");
     function["parameters"] = *schema;
+    if (auto strict = get_bool(tool, "strict", path)) function["strict"] = *strict;  // structured-outputs tools
     tools.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   return tools;
@@ -296,6 +298,8 @@ GenerationJob prepare_anthropic_messages(const json& body, const AdapterContext&
   if (tool_required) {
     force_tool_call(context.frontend, required_tool_names({ToolChoice::Mode::required, {}}, tools), tools,
                     prompt_opened_reasoning, "tool_choice", "max_tokens", request);
+  } else {
+    enforce_strict_tools(context.frontend, tools, prompt_opened_reasoning, "tools", request);
   }
 
   ChoiceOptions options;

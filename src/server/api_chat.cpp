@@ -9,6 +9,7 @@
 #include "server/sampling.h"
 #include "server/grammar_constraint.h"
 #include "server/structured_output_fields.h"
+#include "server/strict_tool_calls.h"
 #include "server/tool_call_constraint.h"
 
 namespace flare::server {
@@ -214,6 +215,8 @@ GenerationJob prepare_chat_completion(const json& body, const AdapterContext& co
   } else if (structured) {
     apply_structured_output(context.frontend, context.model, *structured, prompt_opened_reasoning, max_tokens_field,
                             request);
+  } else {
+    enforce_strict_tools(context.frontend, tools, prompt_opened_reasoning, "tools", request);
   }
   request.logprobs = get_bool(body, "logprobs").value_or(false);
   auto top_logprobs = get_int(body, "top_logprobs", 0, context.model.sampling_ranges.top_logprobs_max);

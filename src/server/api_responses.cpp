@@ -10,6 +10,7 @@
 #include "server/sampling.h"
 #include "server/grammar_constraint.h"
 #include "server/structured_output_fields.h"
+#include "server/strict_tool_calls.h"
 #include "server/tool_call_constraint.h"
 
 namespace flare::server {
@@ -95,6 +96,7 @@ json convert_tools(const json& body) {
     json function = {{"name", *name}};
     if (auto description = get_string(tool, "description", path)) function["description"] = *description;
     if (tool.contains("parameters") && tool["parameters"].is_object()) function["parameters"] = tool["parameters"];
+    if (auto strict = get_bool(tool, "strict", path)) function["strict"] = *strict;
     tools.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   return tools;
@@ -358,6 +360,8 @@ GenerationJob prepare_responses(const json& body, const AdapterContext& context)
   } else if (structured) {
     apply_structured_output(context.frontend, context.model, *structured, prompt_opened_reasoning, "max_output_tokens",
                             request);
+  } else {
+    enforce_strict_tools(context.frontend, tools, prompt_opened_reasoning, "tools", request);
   }
   settings.model_name = model_name.value_or(context.model.primary_name());
   settings.instructions = instructions ? json(*instructions) : json();

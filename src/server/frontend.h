@@ -117,7 +117,7 @@ class Frontend {
   virtual std::vector<std::string> reasoning_efforts() const { return {}; }
 
   // Constrained decoding (tool_choice required / named):
-  // The model family's tool-call format ("hermes", "llama3_json", "deepseek_v3"), or empty.
+  // The model family's tool-call format ("hermes", "llama3_json", "deepseek_v3", "harmony"), or empty.
   virtual std::string tool_call_format() const { return {}; }
   // Added/control tokens, never allowed inside generated JSON.
   virtual bool is_control_token(TokenId id) const {

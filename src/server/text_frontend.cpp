@@ -189,7 +189,10 @@ class TextFrontend final : public Frontend {
     tokenizer_ = text::Tokenizer::load_from_json(assets.tokenizer_json, assets.tokenizer_config_json);
     std::string source = !assets.chat_template.empty() ? assets.chat_template : tokenizer_->chat_template();
     harmony_ = uses_harmony(assets.architecture, source, *tokenizer_);
-    if (harmony_) return;  // the template, if any, is not used: the encoder writes the prompt
+    if (harmony_) {
+      tool_format_ = "harmony";  // forced calls (tool_call_constraint.h); the output parser is harmony's own
+      return;  // the template, if any, is not used: the encoder writes the prompt
+    }
     if (!source.empty()) chat_.emplace(text::ChatTemplate::compile(source));
     base_kwargs_ = special_token_variables(*tokenizer_);
     supports_reasoning_ = contains(source, kThinkStart) && contains(source, kThinkEnd);

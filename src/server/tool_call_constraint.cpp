@@ -132,39 +132,48 @@ std::shared_ptr<const grammar::TokenMasker> parameters_grammar(const Frontend& f
 
 }  // namespace
 
-void force_tool_call(const Frontend& frontend, const std::vector<std::string>& function_names,
-                     const nlohmann::ordered_json& tools, bool close_reasoning,
-                     const std::string& tool_choice_field, const std::string& max_tokens_field,
-                     engine::GenerationRequest& request) {
-  const std::string format = frontend.tool_call_format();
+std::shared_ptr<ToolCallConstraint> build_tool_call_constraint(
+    const Frontend& frontend, const std::vector<std::string>& function_names, const nlohmann::ordered_json& tools,
+    const std::function<std::optional<text::ForcedToolCallText>(const std::string&)>& text_of, const std::string& field) {
   auto vocabulary = frontend.token_vocabulary();
   std::vector<std::vector<TokenId>> prefixes;
   std::vector<TokenId> suffix;
   std::vector<grammar::GrammarCursor> arguments;
   for (const auto& name : function_names) {
-    auto text = text::forced_tool_call_text(format, name);
+    auto text = text_of(name);
     if (!text) {
-      throw ApiError(400, tool_choice_field,
-                     fmt::format("'{}': this model has no known tool-call format, so a tool call cannot be required",
-                                 tool_choice_field));
+      throw ApiError(400, field,
+                     fmt::format("'{}': this model has no known tool-call format, so a tool call cannot be required", field));
     }
-    std::string prefix = close_reasoning ? std::string(kCloseReasoning) + text->prefix : text->prefix;
-    auto ids = tokens_writing(frontend, *vocabulary, prefix, tool_choice_field);
+    auto ids = tokens_writing(frontend, *vocabulary, text->prefix, field);
     if (std::find(prefixes.begin(), prefixes.end(), ids) == prefixes.end()) {
       prefixes.push_back(std::move(ids));
       arguments.emplace_back(parameters_grammar(frontend, tools, name), std::vector<TokenId>{});
     }
-    suffix = tokens_writing(frontend, *vocabulary, text->suffix, tool_choice_field);  // the same for every name
+    suffix = tokens_writing(frontend, *vocabulary, text->suffix, field);  // the same for every name
   }
   // Closing the arguments in time writes one byte per token: the vocabulary must have them.
   for (char c : std::string_view("{}[]\":,0123456789ntrueflsa")) {
     if (vocabulary->byte_token[static_cast<unsigned char>(c)] < 0) {
-      throw ApiError(400, tool_choice_field,
+      throw ApiError(400, field,
                      fmt::format("'{}': this model's vocabulary has no token for '{}', so a tool call cannot be required",
-                                 tool_choice_field, c));
+                                 field, c));
     }
   }
-  auto constraint = std::make_shared<ToolCallConstraint>(std::move(prefixes), std::move(suffix), std::move(arguments));
+  return std::make_shared<ToolCallConstraint>(std::move(prefixes), std::move(suffix), std::move(arguments));
+}
+
+void force_tool_call(const Frontend& frontend, const std::vector<std::string>& function_names,
+                     const nlohmann::ordered_json& tools, bool close_reasoning,
+                     const std::string& tool_choice_field, const std::string& max_tokens_field,
+                     engine::GenerationRequest& request) {
+  const std::string format = frontend.tool_call_format();
+  auto text_of = [&](const std::string& name) {
+    auto text = text::forced_tool_call_text(format, name);
+    if (text && close_reasoning) text->prefix = std::string(kCloseReasoning) + text->prefix;
+    return text;
+  };
+  auto constraint = build_tool_call_constraint(frontend, function_names, tools, text_of, tool_choice_field);
   if (request.max_tokens < constraint->min_tokens()) {
     fail_field(max_tokens_field, "must be at least {} when a tool call is required (the shortest call takes {} tokens)",
                constraint->min_tokens(), constraint->min_tokens());

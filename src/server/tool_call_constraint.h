@@ -10,6 +10,7 @@
 // Built on an HTTP thread from the frontend; the engine clones it per choice.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "engine/token_constraint.h"
 #include "grammar/grammar_cursor.h"
 #include "server/frontend.h"
+#include "text/tool_call_forcing.h"
 
 namespace flare::server {
 
@@ -51,6 +53,14 @@ class ToolCallConstraint final : public engine::TokenConstraint {
   std::vector<size_t> alive_;  // prefixes still matching what was generated
   std::optional<grammar::GrammarCursor> arguments_;
 };
+
+// The constraint that writes one call of one of `function_names`: text_of(name)'s prefix, the
+// arguments under that function's "parameters" schema in `tools` (as force_tool_call says), its
+// suffix. 400s naming `field`: text_of gives nullopt (no known format), the vocabulary cannot
+// write the text, a strict tool's schema cannot be enforced.
+std::shared_ptr<ToolCallConstraint> build_tool_call_constraint(
+    const Frontend& frontend, const std::vector<std::string>& function_names, const nlohmann::ordered_json& tools,
+    const std::function<std::optional<text::ForcedToolCallText>(const std::string&)>& text_of, const std::string& field);
 
 // Sets request.constraint so the model calls one of `function_names`, with arguments following its
 // "parameters" schema in `tools` (the adapters' OpenAI-shaped list). Fails with a 400 naming

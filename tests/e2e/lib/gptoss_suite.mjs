@@ -5,12 +5,14 @@
 // and tools, assistant tool calls and tool results), reasoning_effort accepted as low/medium/high and
 // refused otherwise in each API's shape, greedy output the same streamed or not in the chat,
 // Responses and Anthropic APIs (reasoning, content and tool calls alike), <|return|>, <|call|> and
-// <|endoftext|> stopping generation, and conversations harmony cannot express as 400s. The weights
+// <|endoftext|> stopping generation, tool_choice required and named forcing a call whose arguments
+// follow the schema (ajv), and conversations harmony cannot express as 400s. The weights
 // are random, so the text itself is not checked.
 // Usage: FLARE_URL=http://127.0.0.1:PORT FLARE_API_KEY=KEY node tests/e2e/lib/gptoss_suite.mjs
 import assert from "node:assert/strict";
 
 import { Anthropic, OpenAI, anthropicClient, call, check, finish, openaiClient } from "../sdk_clients.mjs";
+import { makeAjv } from "./structured_validate.mjs";
 
 const openai = openaiClient();
 const anthropic = anthropicClient();
@@ -37,6 +39,11 @@ const system = (effort, date) =>
   "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n" +
   `Knowledge cutoff: 2024-06\nCurrent date: ${date}\n\nReasoning: ${effort}\n\n` +
   "# Valid channels: analysis, commentary, final. Channel must be included for every message.";
+const timeTool = {
+  type: "function",
+  function: { name: "get_time", parameters: { type: "object", properties: { zone: { type: "string" } } } },
+};
+const ajv = makeAjv();
 let model;
 
 // The prompt a chat request renders, as text with its special tokens.
@@ -250,6 +257,46 @@ await check("anthropic messages: system as instructions, thinking and text the s
   assert.equal(blocks(message, "text", "text"), plain.choices[0].message.content ?? "");
 });
 
+// The random weights would never write a call; the grammar makes them, and the arguments must
+// follow the tool's schema (checked by ajv), on every API, sampled at temperature 1 and greedy.
+await check("tool_choice required and named force a valid harmony call on every API", async () => {
+  const validate = ajv.compile(weatherTool.function.parameters);
+  const assertArguments = (value, context) => assert.ok(validate(value), `${context}: ${JSON.stringify(value)} ${ajv.errorsText(validate.errors)}`);
+  const named = { type: "function", function: { name: "get_weather" } };
+  for (const [toolChoice, sampling] of [["required", { temperature: 1, seed: 3 }], [named, greedy]]) {
+    const request = { model, messages: conversation, tools: [weatherTool, timeTool], tool_choice: toolChoice, max_tokens: 48, ...sampling };
+    const response = await openai.chat.completions.create(request);
+    const choice = response.choices[0];
+    assert.equal(choice.finish_reason, "tool_calls", JSON.stringify(choice));
+    assert.equal(choice.message.tool_calls.length, 1, JSON.stringify(choice.message));
+    const call = choice.message.tool_calls[0].function;
+    assert.ok(["get_weather", "get_time"].includes(call.name), call.name);
+    if (toolChoice === named) assert.equal(call.name, "get_weather");
+    if (call.name === "get_weather") assertArguments(JSON.parse(call.arguments), "chat");
+    else assert.equal(typeof JSON.parse(call.arguments), "object");
+    const streamed = await readChatStream(await openai.chat.completions.create({ ...request, stream: true }));
+    assert.deepEqual(streamed.toolCalls, [{ name: call.name, arguments: call.arguments }], "streamed the same call");
+    assert.equal(streamed.finishReason, "tool_calls");
+  }
+  const responses = await openai.responses.create({
+    model, input: "Weather in Paris?", max_output_tokens: 48, temperature: 1,
+    tools: [{ type: "function", name: "get_weather", parameters: weatherTool.function.parameters }],
+    tool_choice: "required",
+  });
+  const item = responses.output.find((entry) => entry.type === "function_call");
+  assert.ok(item, JSON.stringify(responses.output));
+  assert.equal(item.name, "get_weather");
+  assertArguments(JSON.parse(item.arguments), "responses");
+  const message = await anthropic.messages.create({
+    model, max_tokens: 48, messages: [{ role: "user", content: "Weather in Paris?" }],
+    tools: [{ name: "get_weather", input_schema: weatherTool.function.parameters }], tool_choice: { type: "tool", name: "get_weather" },
+  });
+  assert.equal(message.stop_reason, "tool_use", JSON.stringify(message));
+  const use = message.content.find((block) => block.type === "tool_use");
+  assert.equal(use?.name, "get_weather", JSON.stringify(message.content));
+  assertArguments(use.input, "anthropic");
+});
+
 await check("conversations harmony cannot express are 400s in each API's shape", async () => {
   const orphan = [{ role: "user", content: "hi" }, { role: "tool", tool_call_id: "nope", content: "r" }];
   await assert.rejects(openai.chat.completions.create({ model, messages: orphan, max_tokens: 2 }), (error) => {
@@ -290,9 +337,10 @@ await check("conversations harmony cannot express are 400s in each API's shape",
     assert.match(error.message, /has no tool result/);
     return true;
   });
-  await assert.rejects(openai.chat.completions.create({ model, messages: conversation, tools: [weatherTool], tool_choice: "required", max_tokens: 8 }), (error) => {
+  // A forced call that max_tokens cannot hold.
+  await assert.rejects(openai.chat.completions.create({ model, messages: conversation, tools: [weatherTool], tool_choice: "required", max_tokens: 4 }), (error) => {
     assert.ok(error instanceof OpenAI.BadRequestError, String(error));
-    assert.equal(error.param, "tool_choice");
+    assert.equal(error.param, "max_tokens");
     return true;
   });
   const broken = await call("/v1/chat/completions", { body: '{"model": "x", "messages": [' });

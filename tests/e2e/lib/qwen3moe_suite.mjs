@@ -5,12 +5,13 @@
 // enable_thinking is false), greedy text is the same streamed or not in the chat, completions and
 // Anthropic APIs, <|im_end|> and <|endoftext|> stop generation, max_tokens 1 gives one token,
 // requests decoded together (batched through the router and the experts) give exactly the text each
-// gives alone, and malformed requests are 400s in each API's own shape. The weights are random, so
+// gives alone, a strict tool's calls under tool_choice auto follow its schema (ajv), and malformed requests are 400s in each API's own shape. The weights are random, so
 // the text itself is not checked.
 // Usage: FLARE_URL=http://127.0.0.1:PORT FLARE_API_KEY=KEY node tests/e2e/lib/qwen3moe_suite.mjs
 import assert from "node:assert/strict";
 
 import { Anthropic, OpenAI, anthropicClient, call, check, finish, openaiClient } from "../sdk_clients.mjs";
+import { makeAjv } from "./structured_validate.mjs";
 
 const openai = openaiClient();
 const anthropic = anthropicClient();
@@ -29,6 +30,7 @@ const IM_START = 151644;
 const IM_END = 151645;  // eos_token_id
 const THINK = 151667;
 const END_THINK = 151668;
+const TOOL_CALL = 151657;  // <tool_call>, one special token
 const VOCAB = 151936;  // the checkpoint's embedding rows
 let model;
 
@@ -133,6 +135,33 @@ await check("<|im_end|> and <|endoftext|> stop generation", async () => {
     assert.equal(choice.finish_reason, "stop", `token ${id}: ${JSON.stringify(response)}`);
     assert.equal(choice.message.content, "", `token ${id}`);
     assert.equal(response.usage.completion_tokens, 1, `token ${id}`);
+  }
+});
+
+// <tool_call> biased up makes the random model open calls; a strict tool's grammar then writes
+// each call it opens (name, arguments following the schema, </tool_call>) and lets go. The same
+// request without "strict" gives no valid call at all, so the grammar is what made them.
+await check("a strict tool under tool_choice auto: every call the model begins follows the schema", async () => {
+  const ajv = makeAjv();
+  const parameters = {
+    type: "object", additionalProperties: false, required: ["city", "days"],
+    properties: { city: { type: "string", maxLength: 8 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+  };
+  const validate = ajv.compile(parameters);
+  const request = (strict, seed) => ({
+    model, messages: [{ role: "user", content: "Weather?" }], max_tokens: 96, temperature: 1, seed,
+    tools: [{ type: "function", function: { name: "get_weather", strict, parameters } }], logit_bias: { [TOOL_CALL]: 100 },
+  });
+  for (const seed of [1, 2]) {
+    const choice = (await openai.chat.completions.create(request(true, seed))).choices[0];
+    const calls = choice.message.tool_calls ?? [];
+    assert.ok(calls.length >= 1, JSON.stringify(choice));
+    for (const { function: fn } of calls) {
+      assert.equal(fn.name, "get_weather");
+      assert.ok(validate(JSON.parse(fn.arguments)), `${fn.arguments}: ${ajv.errorsText(validate.errors)}`);
+    }
+    const loose = (await openai.chat.completions.create(request(false, seed))).choices[0];
+    assert.equal((loose.message.tool_calls ?? []).length, 0, JSON.stringify(loose));
   }
 });
 

@@ -141,6 +141,47 @@ TEST(ConstrainedDecoding, TheBudgetIsTheTokensLeft) {
   EXPECT_EQ(constraint->last_n_left, -1);  // the request's template is never used itself (choices clone it)
 }
 
+// A constraint that watches free text (strict tools under tool_choice auto): while it does not
+// decide the end, an end-of-sequence id ends the choice (stop, the id reported) once min_tokens
+// are written, and cannot be drawn before; while it does, the same id is only a token.
+class WatchingConstraint final : public TokenConstraint {
+ public:
+  std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<WatchingConstraint>(*this); }
+  TokenRule next(std::int32_t) override {
+    if (n_accepted_ == 0) return forced(0);  // the constraint's own text: EOS is only a token
+    return {};                               // free text
+  }
+  void accept(TokenId) override { ++n_accepted_; }
+  bool finished() const override { return false; }
+  bool decides_end() const override { return n_accepted_ == 0; }
+
+ private:
+  int n_accepted_ = 0;
+};
+
+TEST(ConstrainedDecoding, StopTokensEndTheChoiceWhereTheConstraintDoesNotDecide) {
+  const EngineOptions o = options();
+  LocalEngine engine(o, std::make_unique<Runner>(o));
+  GenerationRequest request;
+  request.prompt_token_ids = {1, 2, 3};
+  request.max_tokens = 30;
+  request.min_tokens = 3;
+  request.sampling.temperature = 1.0f;
+  request.sampling.seed = 11;
+  request.sampling.logit_bias = {{0, 50.0f}};  // EOS whenever it may be drawn
+  request.constraint = std::make_shared<WatchingConstraint>();
+  auto sink = std::make_shared<Sink>();
+  ASSERT_FALSE(engine.submit(request, sink).rejected);
+  ASSERT_EQ(sink->done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const auto& tokens = sink->tokens[0];
+  ASSERT_EQ(tokens.size(), 4u);
+  EXPECT_EQ(tokens[0].token_id, 0);  // forced while the constraint decides: the choice goes on
+  EXPECT_NE(tokens[1].token_id, 0);  // before min_tokens EOS cannot be drawn
+  EXPECT_NE(tokens[2].token_id, 0);
+  EXPECT_EQ(tokens[3].token_id, 0);  // after min_tokens, EOS ends it
+  EXPECT_EQ(sink->reasons[0], FinishReason::stop);
+}
+
 TEST(ConstrainedSampling, MasksAndForces) {
   std::vector<float> logits(kVocab, 0.0f);
   logits[9] = 10.0f;  // the favourite, never allowed below

@@ -15,6 +15,7 @@
 #include "server/harmony_chat.h"
 #include "server/router.h"
 #include "server/text_frontend.h"
+#include "harmony_assets.h"
 #include "test_assets.h"
 
 namespace flare::server {
@@ -22,32 +23,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-const char* const kSpecials[] = {"<|return|>", "<|constrain|>", "<|channel|>", "<|start|>",
-                                 "<|end|>",    "<|message|>",   "<|call|>"};
-
-// The demo tokenizer with harmony's specials added after its vocabulary, and no chat template.
-TextFrontendAssets harmony_assets(const std::string& architecture = "GptOssForCausalLM") {
-  TextFrontendAssets assets = testing::demo_assets();
-  json tokenizer = json::parse(assets.tokenizer_json);
-  int32_t id = 8192;
-  for (const char* special : kSpecials) {
-    tokenizer["added_tokens"].push_back({{"id", id++}, {"content", special}, {"single_word", false}, {"lstrip", false},
-                                         {"rstrip", false}, {"normalized", false}, {"special", true}});
-  }
-  assets.tokenizer_json = tokenizer.dump();
-  json config = json::parse(assets.tokenizer_config_json);
-  config.erase("chat_template");
-  config["eos_token"] = "<|return|>";
-  assets.tokenizer_config_json = config.dump();
-  assets.generation_config_json.clear();
-  assets.architecture = architecture;
-  return assets;
-}
-
-const Frontend& harmony_frontend() {
-  static const std::unique_ptr<Frontend> frontend = make_text_frontend(harmony_assets());
-  return *frontend;
-}
+using testing::harmony_assets;
+using testing::harmony_frontend;
 
 const std::string kSystem =
     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
@@ -266,10 +243,11 @@ TEST_F(HarmonyRoutes, ConversationsHarmonyCannotExpressAre400s) {
   error = expect_400("/v1/messages", anthropic);
   EXPECT_EQ(error["type"], "error") << error;
   EXPECT_NE(error["error"]["message"].get<std::string>().find("has no tool result"), std::string::npos) << error;
-  // Requiring a call: harmony has no forced-call format here, said plainly.
+  // Requiring a call of an undeclared function is the client's mistake, named.
   error = expect_400("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
-                                              {"tools", {kWeatherTool}}, {"tool_choice", "required"}});
-  EXPECT_EQ(error["error"]["param"], "tool_choice") << error;
+                                              {"tools", {kWeatherTool}},
+                                              {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}});
+  EXPECT_EQ(error["error"]["param"].get<std::string>().rfind("tool_choice", 0), 0u) << error;
 }
 
 const std::string kToolOutput =
@@ -309,6 +287,32 @@ TEST_F(HarmonyRoutes, ChatParsesReasoningContentAndToolCalls) {
   EXPECT_EQ(arguments, "{\"city\": \"Paris\"}");
   EXPECT_NE(stream.find("\"finish_reason\":\"tool_calls\""), std::string::npos) << stream;
   EXPECT_EQ(stream.find("<|"), std::string::npos) << stream;  // no special token reaches the client
+}
+
+// tool_choice required or named: the request carries the forced-call constraint on every route
+// (harmony_tool_call_test.cpp drives it), and the call it writes comes back as a tool call.
+TEST_F(HarmonyRoutes, RequiredToolChoiceForcesACallOnEveryRoute) {
+  const json messages = {{{"role", "user"}, {"content", "Weather?"}}};
+  for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}) {
+    RouteResult result = post("/v1/chat/completions", {{"messages", messages}, {"tools", {kWeatherTool}}, {"tool_choice", choice}});
+    ASSERT_TRUE(result.job) << result.response.body;
+    EXPECT_TRUE(result.job->requests.at(0).constraint) << choice;
+    const std::string call =
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}";
+    json reply = json::parse(run(*result.job, call, "<|call|>"));
+    EXPECT_EQ(reply["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather") << reply;
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "tool_calls") << reply;
+  }
+  json responses = {{"input", "Weather?"}, {"tool_choice", "required"},
+                    {"tools", {{{"type", "function"}, {"name", "get_weather"}, {"parameters", kWeatherTool["function"]["parameters"]}}}}};
+  RouteResult result = post("/v1/responses", responses);
+  ASSERT_TRUE(result.job) << result.response.body;
+  EXPECT_TRUE(result.job->requests.at(0).constraint);
+  json anthropic = {{"model", "demo"}, {"max_tokens", 64}, {"messages", messages}, {"tool_choice", {{"type", "any"}}},
+                    {"tools", {{{"name", "get_weather"}, {"input_schema", kWeatherTool["function"]["parameters"]}}}}};
+  result = post("/v1/messages", anthropic);
+  ASSERT_TRUE(result.job) << result.response.body;
+  EXPECT_TRUE(result.job->requests.at(0).constraint);
 }
 
 TEST_F(HarmonyRoutes, FinalAnswerOnEveryApi) {
