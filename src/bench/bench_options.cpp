@@ -79,6 +79,9 @@ void bench_options_validate(const BenchOptions& o) {
   if (o.repetitions < 1) fail_usage("--repetitions: at least one timed run is needed, not {}", o.repetitions);
   if (o.prefill_tokens < 0) fail_usage("--prefill: {} is negative", o.prefill_tokens);
   if (o.attention_batch < 1) fail_usage("--attention-batch: {} must be positive", o.attention_batch);
+  if (o.verify_tokens == 1 || o.verify_tokens > 16) {
+    fail_usage("--verify-tokens: {} is not 0 (none) or 2 to 16 tokens a row", o.verify_tokens);
+  }
   if (o.attention_context < 0) fail_usage("--attention-context: {} is negative", o.attention_context);
   if (o.profile_batch != 0 && std::find(o.batches.begin(), o.batches.end(), o.profile_batch) == o.batches.end()) {
     fail_usage("--profile-batch: {} is not one of the decode buckets", o.profile_batch);
@@ -132,6 +135,8 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       } else {
         fail_usage("--weights: '{}' is not a weight dtype (bf16, fp8)", value);
       }
+    } else if (name == "--verify-tokens") {
+      o.verify_tokens = parse_count(value, name, 0);
     } else if (name == "--attention-batch") {
       o.attention_batch = parse_count(value, name, 1);
     } else if (name == "--attention-context") {
@@ -171,6 +176,8 @@ std::string bench_args_usage() {
          "  --prefill N            prompt tokens of the prefill step (0: skip) [2048]\n"
          "  --kv-dtype LIST        bf16 | fp8 | bf16,fp8                       [bf16]\n"
          "  --weights W            random matrices: bf16 | fp8 (128x128 block scales) [bf16]\n"
+         "  --verify-tokens N      also a verify step of N tokens a row (1 + drafts) per bucket,\n"
+         "                         against its decode step (0: none)           [0]\n"
          "  --attention-batch N    decode attention alone: rows               [32]\n"
          "  --attention-context N  ... of N cached tokens (0: skip)           [8192]\n"
          "  --warmup N             untimed runs per measurement               [3]\n"

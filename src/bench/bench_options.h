@@ -23,6 +23,9 @@ struct BenchOptions {
   std::vector<helios::DType> kv_dtypes = {helios::DType::bf16};  // KV page dtypes (bf16, f8_e4m3)
   helios::DType weights = helios::DType::bf16;            // random projection matrices: bf16, or f8_e4m3
                                                           // with 128 x 128 block scales
+  std::int32_t verify_tokens = 0;                          // also a verify step per bucket: rows of this
+                                                           // many tokens (1 + drafts, every logits row)
+                                                           // at the same context; 0 skips
   std::int32_t attention_batch = 32;                       // decode attention alone: rows ...
   std::int32_t attention_context = 8192;                   // ... of this many cached tokens; 0 skips
   std::int32_t warmup = 3;                                 // untimed runs before each measurement

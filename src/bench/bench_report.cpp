@@ -64,16 +64,20 @@ void table_steps(std::string& out, const BenchReport& r) {
   if (!r.decode.empty()) {
     out += fmt::format("\ndecode steps ({}; every row at its context; events around Model::forward_logits):\n",
                        r.step_runner);
-    out += fmt::format("  {:>5} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "batch", "context", "kv",
-                       "runner", "median ms", "p25 ms", "p75 ms", "host ms", "tokens/s", "eager ms");
+    out += fmt::format("  {:>5} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}{}\n", "batch", "context", "kv",
+                       "runner", "median ms", "p25 ms", "p75 ms", "host ms", "tokens/s", "eager ms",
+                       r.decode.front().verify_tokens > 0 ? fmt::format("  verify x{} ms  / decode", r.decode.front().verify_tokens)
+                                                          : std::string());
     for (const DecodeResult& d : r.decode) {
       if (!d.skipped.empty()) {
         out += fmt::format("  {:>5} {:>7} {:>5} skipped: {}\n", d.batch, d.context, d.kv_dtype, d.skipped);
         continue;
       }
-      out += fmt::format("  {:>5} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10.0f} {:>10}\n", d.batch, d.context,
+      out += fmt::format("  {:>5} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10.0f} {:>10}{}\n", d.batch, d.context,
                          d.kv_dtype, d.runner, ms(d.timing.median_ms), ms(d.timing.p25_ms), ms(d.timing.p75_ms),
-                         ms(d.timing.host_enqueue_ms), d.tokens_per_s, ms(d.eager.median_ms));
+                         ms(d.timing.host_enqueue_ms), d.tokens_per_s, ms(d.eager.median_ms),
+                         d.verify_tokens > 0 ? fmt::format("  {:>12} {:>8.3f}x", ms(d.verify.median_ms), d.verify_ratio)
+                                             : std::string());
     }
   }
   if (r.batch1_tokens_per_s > 0) {
@@ -220,6 +224,11 @@ nlohmann::json report_json(const BenchReport& r) {
       entry["tokens_per_s"] = d.tokens_per_s;
       entry["timing"] = timing_json(d.timing);
       entry["eager"] = timing_json(d.eager);
+      if (d.verify_tokens > 0) {
+        entry["verify_tokens"] = d.verify_tokens;
+        entry["verify"] = timing_json(d.verify);
+        entry["verify_ratio"] = d.verify_ratio;
+      }
     } else {
       entry["skipped"] = d.skipped;
     }

@@ -49,6 +49,11 @@ struct DecodeResult {
   Timing timing;               // the runner's
   double tokens_per_s = 0;     // batch / step time
   Timing eager;                // the same step enqueued operation by operation
+  // --verify-tokens: the step of the same rows and context verifying verify_tokens tokens a row
+  // (its verify graph where the backend has graphs), and its time over the decode step's.
+  std::int32_t verify_tokens = 0;
+  Timing verify;
+  double verify_ratio = 0;
 };
 
 struct AttentionResult {

@@ -65,6 +65,12 @@ struct EngineOptions {
   // choice's measured acceptance (verify_policy.h) instead of always max_draft_tokens.
   std::int32_t speculative_token_capacity = 128;
   bool adaptive_verification = true;
+  // The most verify step shapes captured as CUDA graphs (helios::serving_verify_shapes: the
+  // smallest decode buckets first, every verify width of a bucket within the token capacity);
+  // only uniform verify steps (every row of one width) replay one.
+  std::int32_t speculative_graph_budget = 64;
+  // The most tokens a verify row computes when speculating (1 + max_draft_tokens), else 0.
+  std::int32_t max_verify_tokens() const { return speculates() ? 1 + max_draft_tokens : 0; }
 
   // Tokens computed in one step over all rows: the prefill chunk, and at least a full verify row
   // (the pending token and the drafts) per slot.

@@ -146,18 +146,23 @@ std::int32_t ModelStepRunner::capture_graphs(const std::vector<std::int32_t>& bu
   const std::int32_t max_rows = std::max(options_.max_concurrency, sorted.back());
   const std::int32_t max_tokens = std::max(options_.step_token_budget(), max_rows);
   const std::int32_t pages_per_row = (options_.context_limit + options_.page_size_tokens - 1) / options_.page_size_tokens + 1;
-  model_->reserve(max_tokens, max_rows, max_rows, max_rows * pages_per_row);
+  // Verify rows want a logits row per token: room for every row verifying its full width, so that
+  // the verify graphs' captures do not move the logits buffer the graphs before them recorded.
+  const std::int32_t max_logit_rows =
+      std::min(max_tokens, std::max(max_rows, max_rows * (1 + (options_.speculates() ? options_.max_draft_tokens : 0))));
+  model_->reserve(max_tokens, max_logit_rows, max_rows, max_rows * pages_per_row);
   if (draft_) draft_->reserve(max_tokens, max_rows, max_rows, max_rows * pages_per_row);
   // The catalog's graphs (serving_step_shapes, which ignition enumerates too), largest first:
   // kernel scratch the backend sizes by the step then has its final size before the smaller graphs
   // record its address. The prefill chunk (a prompt's full chunks while no other row runs; with
   // and without the last token's logits) before the decode buckets.
+  // Verify steps (speculating): the bounded set serving_verify_shapes picks.
   const std::int32_t chunk = std::min(options_.prefill_chunk_tokens, max_tokens);
   const helios::DType kv_dtype = cache_.groups.front().layout.dtype;
-  for (const helios::StepShape& shape : helios::serving_step_shapes(sorted, chunk, std::span(&kv_dtype, 1))) {
-    if (!shape.is_decode()) {
-      model_->capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, cache_, scratch_pages_);
-    } else if (model_->capture_decode_graph(shape.n_rows, cache_, scratch_pages_)) {
+  for (const helios::StepShape& shape :
+       helios::serving_step_shapes(sorted, chunk, std::span(&kv_dtype, 1), options_.max_verify_tokens(),
+                                   options_.speculative_token_capacity, options_.speculative_graph_budget)) {
+    if (model_->capture_graph(shape, cache_, scratch_pages_) && shape.is_decode()) {
       graph_buckets_.insert(graph_buckets_.begin(), shape.n_rows);
     }
   }

@@ -62,8 +62,9 @@ class ModelStepRunner final : public StepRunner {
   // decode_buckets) as a graph, after reserving the model's buffers for the largest step the
   // engine options allow; returns the number captured: 0 on a backend without graphs (the CPU) or
   // with options.cuda_graphs off. Afterwards the model's executor pads a decode step of n rows to
-  // the smallest captured bucket >= n and replays its graph, and replays the prefill chunk's;
-  // other steps (mixed) run eagerly.
+  // the smallest captured bucket >= n and replays its graph, likewise a uniform verify step (when
+  // speculating: the verify shapes within options.speculative_graph_budget), and replays the
+  // prefill chunk's; other steps (mixed) run eagerly.
   std::int32_t capture_graphs(const std::vector<std::int32_t>& buckets);
   const std::vector<std::int32_t>& graph_buckets() const { return graph_buckets_; }
 

@@ -98,9 +98,10 @@ std::string read_api_key_file(const fs::path& path) {
 }
 
 // What a run serves: the package's decode buckets up to the first that holds `concurrency`, its
-// prefill chunk and page size, over BF16 pages (what its kernel catalog is enumerated for).
+// prefill chunk and page size, over BF16 pages (what its kernel catalog is enumerated for), and
+// when speculating the verify rows' widths, token capacity and graph budget (its verify graphs).
 model::ServingSettings serving_settings(const proto::Capacities& capacities, std::int64_t page_tokens,
-                                        std::int64_t concurrency) {
+                                        std::int64_t concurrency, const RunSpeculation& speculation) {
   model::ServingSettings serving;
   for (auto bucket : capacities.concurrency_buckets()) {
     if (serving.decode_buckets.empty() || serving.decode_buckets.back() < concurrency)
@@ -109,6 +110,11 @@ model::ServingSettings serving_settings(const proto::Capacities& capacities, std
   serving.prefill_chunk_tokens = static_cast<std::int32_t>(capacities.prefill_chunk_tokens());
   serving.page_size_tokens = static_cast<std::int32_t>(page_tokens);
   serving.kv_dtypes = {helios::DType::bf16};
+  if (speculation.max_draft_tokens > 0) {
+    serving.max_verify_tokens = 1 + speculation.max_draft_tokens;
+    serving.verify_token_capacity = speculation.token_capacity;
+    serving.verify_graph_budget = speculation.graph_budget;
+  }
   return serving;
 }
 
@@ -236,12 +242,12 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
                concurrency, capacities.max_concurrency());
 
   const model::ModelSpec spec = model::model_spec_parse(manifest.model_config_json(), "package model configuration");
-  const RunSpeculation speculation = run_speculation(manifest, options.speculation);
+  const RunSpeculation speculation = run_speculation(manifest, options.speculation, settings.speculative_graph_budget);
   if (speculation.learned_drafts && on_gpu) {
     fail_input("package {} carries a learned draft model, which runs on the CPU backend only so far", selected.path.string());
   }
   const std::int64_t page_tokens = manifest.kv_page_tokens() ? manifest.kv_page_tokens() : 16;
-  const model::ServingSettings serving = serving_settings(capacities, page_tokens, concurrency);
+  const model::ServingSettings serving = serving_settings(capacities, page_tokens, concurrency, speculation);
 
   // Target and GPUs: a CPU package runs on the CPU backend; an sm_NN package on a GPU of that
   // architecture, from its own kernels, which must hold the whole kernel catalog of this run on
@@ -377,9 +383,10 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
     ProgressStage stage(terminal, stderr, "Build graphs");
     const std::int32_t n_graphs = runner->capture_graphs(serving.decode_buckets);
     const model::Model& model = runner->model();
-    stage.ok(gpu ? fmt::format("{} decode graphs (batch buckets {}) and {} prefill-chunk graphs, {} operations",
+    stage.ok(gpu ? fmt::format("{} decode graphs (batch buckets {}), {} prefill-chunk graphs and {} verify graphs, "
+                               "{} operations",
                                n_graphs, fmt::join(runner->graph_buckets(), ", "), model.n_prefill_graphs(),
-                               model.n_decode_graph_nodes() + model.n_prefill_graph_nodes())
+                               model.n_verify_graphs(), model.n_decode_graph_nodes() + model.n_prefill_graph_nodes())
                  : "0 graphs (CPU)");
   }
   engine::LocalEngine engine(engine_options, std::move(runner));

@@ -8,7 +8,8 @@
 
 namespace flare::cli {
 
-RunSpeculation run_speculation(const proto::Manifest& manifest, const SpeculationFlags& flags) {
+RunSpeculation run_speculation(const proto::Manifest& manifest, const SpeculationFlags& flags,
+                               std::optional<std::int64_t> graph_budget) {
   const proto::Speculation& prepared = manifest.speculation();
   const auto max_prepared = static_cast<std::int32_t>(prepared.max_draft_tokens());
   const bool has_draft = !prepared.draft_model_config_json().empty();
@@ -26,6 +27,7 @@ RunSpeculation run_speculation(const proto::Manifest& manifest, const Speculatio
   out.learned_drafts = has_draft && out.max_draft_tokens > 0;
   out.adaptive_verification = flags.adaptive_verification.value_or(prepared.adaptive_verification());
   out.token_capacity = static_cast<std::int32_t>(prepared.token_capacity() ? prepared.token_capacity() : 128);
+  if (graph_budget) out.graph_budget = static_cast<std::int32_t>(*graph_budget);  // config: 1 .. 2^20
   if (out.max_draft_tokens == 0 || (!out.learned_drafts && !out.history_drafts)) {
     out.summary = out.max_draft_tokens > 0 ? "off (--history-drafts enables history drafts)" : "off";
     out.max_draft_tokens = 0;
@@ -46,6 +48,7 @@ void apply_speculation(const RunSpeculation& speculation, engine::EngineOptions&
   options.learned_drafts = speculation.learned_drafts;
   options.adaptive_verification = speculation.adaptive_verification;
   options.speculative_token_capacity = speculation.token_capacity;
+  options.speculative_graph_budget = speculation.graph_budget;
 }
 
 std::unique_ptr<model::Model> load_draft_model(const proto::Manifest& manifest, const model::PreparedLookup& whole,

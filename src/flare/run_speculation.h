@@ -29,11 +29,14 @@ struct RunSpeculation {
   bool learned_drafts = false;        // the package's draft model is loaded and drafts
   bool adaptive_verification = false;
   std::int32_t token_capacity = 0;
+  std::int32_t graph_budget = 64;     // verify graphs captured (speculative_graph_budget)
   std::string summary;                // for the startup line: "up to 5 draft tokens (draft model, adaptive)"
 };
 
 // Flags beyond what the package prepared are flare::Error (usage) naming the export flag.
-RunSpeculation run_speculation(const proto::Manifest& manifest, const SpeculationFlags& flags);
+// graph_budget: the configuration's speculative_graph_budget (default 64).
+RunSpeculation run_speculation(const proto::Manifest& manifest, const SpeculationFlags& flags,
+                               std::optional<std::int64_t> graph_budget = std::nullopt);
 
 // Copies the settings into the engine's options.
 void apply_speculation(const RunSpeculation& speculation, engine::EngineOptions& options);

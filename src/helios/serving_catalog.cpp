@@ -45,6 +45,9 @@ class Reader {
     }
     return std::int32_t(v.get<std::int64_t>());
   }
+  std::int32_t optional_int32(const char* name, std::int32_t min, std::int32_t max) const {
+    return object_.contains(name) ? int32(name, min, max) : 0;
+  }
   bool boolean(const char* name) const {
     const json& v = at(name);
     if (!v.is_boolean()) fail_input("{}: {} must be true or false, not {}", origin_, member(name), v.dump());
@@ -103,6 +106,10 @@ KernelNeeds needs_parse(const Reader& r) {
     n.decode_buckets.push_back(std::int32_t(buckets[i].get<std::int64_t>()));
   }
   n.prefill_chunk_tokens = r.int32("prefill_chunk_tokens", 1, k_max_int);
+  // Catalogs recorded before verify graphs lack these three: no speculation.
+  n.max_verify_tokens = r.optional_int32("max_verify_tokens", 0, 65536);
+  n.verify_token_capacity = r.optional_int32("verify_token_capacity", 0, k_max_int);
+  n.verify_graph_budget = r.optional_int32("verify_graph_budget", 0, k_max_int);
   if (!std::ranges::is_sorted(n.attention) || std::ranges::adjacent_find(n.attention) != n.attention.end() ||
       !std::ranges::is_sorted(n.kv_dtypes) || std::ranges::adjacent_find(n.kv_dtypes) != n.kv_dtypes.end() ||
       !std::ranges::is_sorted(n.decode_buckets) || std::ranges::adjacent_find(n.decode_buckets) != n.decode_buckets.end()) {
@@ -147,8 +154,28 @@ std::vector<std::int32_t> serving_decode_buckets(std::int32_t max_concurrency) {
   return buckets;
 }
 
+std::vector<StepShape> serving_verify_shapes(std::span<const std::int32_t> decode_buckets, std::int32_t max_verify_tokens,
+                                             std::int32_t token_capacity, std::int32_t budget, DType kv_dtype) {
+  std::vector<std::int32_t> buckets(decode_buckets.begin(), decode_buckets.end());
+  std::ranges::sort(buckets);
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+  std::vector<StepShape> shapes;
+  for (const std::int32_t rows : buckets) {
+    for (std::int32_t width = max_verify_tokens; width >= 2; --width) {
+      if (std::int32_t(shapes.size()) >= budget) break;
+      if (std::int64_t(rows) * width <= token_capacity) shapes.push_back({rows, width, width, kv_dtype});
+    }
+  }
+  std::ranges::sort(shapes, [](const StepShape& a, const StepShape& b) {
+    return a.n_tokens() != b.n_tokens() ? a.n_tokens() > b.n_tokens() : a.n_rows > b.n_rows;
+  });
+  return shapes;
+}
+
 std::vector<StepShape> serving_step_shapes(std::span<const std::int32_t> decode_buckets,
-                                           std::int32_t prefill_chunk_tokens, std::span<const DType> kv_dtypes) {
+                                           std::int32_t prefill_chunk_tokens, std::span<const DType> kv_dtypes,
+                                           std::int32_t max_verify_tokens, std::int32_t verify_token_capacity,
+                                           std::int32_t verify_graph_budget) {
   std::vector<std::int32_t> buckets(decode_buckets.begin(), decode_buckets.end());
   std::ranges::sort(buckets, std::greater<>());
   buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
@@ -157,13 +184,18 @@ std::vector<StepShape> serving_step_shapes(std::span<const std::int32_t> decode_
     if (prefill_chunk_tokens >= 2) {
       for (const std::int32_t n_logits : {0, 1}) shapes.push_back({1, prefill_chunk_tokens, n_logits, kv});
     }
+    for (const StepShape& verify :
+         serving_verify_shapes(buckets, max_verify_tokens, verify_token_capacity, verify_graph_budget, kv)) {
+      shapes.push_back(verify);
+    }
     for (const std::int32_t rows : buckets) shapes.push_back({rows, 1, 1, kv});
   }
   return shapes;
 }
 
 std::vector<StepShape> serving_step_shapes(const KernelNeeds& needs) {
-  return serving_step_shapes(needs.decode_buckets, needs.prefill_chunk_tokens, needs.kv_dtypes);
+  return serving_step_shapes(needs.decode_buckets, needs.prefill_chunk_tokens, needs.kv_dtypes, needs.max_verify_tokens,
+                             needs.verify_token_capacity, needs.verify_graph_budget);
 }
 
 std::string serving_catalog_serialize(const ServingCatalog& c) {
@@ -198,7 +230,10 @@ std::string serving_catalog_serialize(const ServingCatalog& c) {
         {"kv_dtypes", kv},
         {"page_size_tokens", n.page_size_tokens},
         {"decode_buckets", n.decode_buckets},
-        {"prefill_chunk_tokens", n.prefill_chunk_tokens}}},
+        {"prefill_chunk_tokens", n.prefill_chunk_tokens},
+        {"max_verify_tokens", n.max_verify_tokens},
+        {"verify_token_capacity", n.verify_token_capacity},
+        {"verify_graph_budget", n.verify_graph_budget}}},
       {"modules", c.modules},
       {"graphs", graphs}};
   return out.dump();
@@ -271,6 +306,8 @@ std::vector<std::string> serving_catalog_differences(const ServingCatalog& recor
          list_text(y.decode_buckets, int_text));
   differ(x.prefill_chunk_tokens != y.prefill_chunk_tokens, "prefill chunk", fmt::format("{} tokens", x.prefill_chunk_tokens),
          fmt::format("{} tokens", y.prefill_chunk_tokens));
+  differ(x.max_verify_tokens != y.max_verify_tokens, "verify rows of up to",
+         fmt::format("{} tokens", x.max_verify_tokens), fmt::format("{} tokens", y.max_verify_tokens));
   return out;
 }
 

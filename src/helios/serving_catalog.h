@@ -47,6 +47,12 @@ struct KernelNeeds {
   std::int32_t page_size_tokens = 0;
   std::vector<std::int32_t> decode_buckets;  // rows of the decode steps captured as graphs, ascending
   std::int32_t prefill_chunk_tokens = 0;
+  // Speculative decoding (0: none): the most tokens a verify row computes (1 + drafts), the most
+  // tokens the verify rows of one step carry, and the most verify graphs (serving_verify_shapes).
+  // Kernel modules do not depend on them (every catalog holds the verify attention modules).
+  std::int32_t max_verify_tokens = 0;
+  std::int32_t verify_token_capacity = 0;
+  std::int32_t verify_graph_budget = 0;
 
   bool operator==(const KernelNeeds&) const = default;
 };
@@ -77,12 +83,23 @@ struct ServingCatalog {
 // The decode buckets of a concurrency limit: powers of two up to the first >= max_concurrency.
 std::vector<std::int32_t> serving_decode_buckets(std::int32_t max_concurrency);
 
+// The verify steps captured as graphs, {rows, w, w} for a decode bucket of rows and a width w of 2 to
+// max_verify_tokens (every row verifying w - 1 drafts, all w logits rows wanted) whose rows x w fit
+// token_capacity, at most `budget` of them: the smallest buckets first (a verify step of few rows is
+// the most launch-bound), every width of a bucket before the next bucket, the widest first. Largest
+// step first in the result, as serving_step_shapes orders them. Only uniform verify steps (every
+// row of one width) replay a graph, padded with dummy rows up to the bucket; others run eagerly.
+std::vector<StepShape> serving_verify_shapes(std::span<const std::int32_t> decode_buckets, std::int32_t max_verify_tokens,
+                                             std::int32_t token_capacity, std::int32_t budget, DType kv_dtype);
+
 // The step shapes a rank captures as graphs, in the order it captures them (largest first, so that
 // scratch sized by the step has its final size before smaller graphs record it): per KV dtype, the
-// prefill chunk without and with its last token's logits (chunks of 2 tokens or more), then the
-// decode buckets from the largest.
+// prefill chunk without and with its last token's logits (chunks of 2 tokens or more), the verify
+// shapes (serving_verify_shapes; none without speculation), then the decode buckets from the largest.
 std::vector<StepShape> serving_step_shapes(std::span<const std::int32_t> decode_buckets,
-                                           std::int32_t prefill_chunk_tokens, std::span<const DType> kv_dtypes);
+                                           std::int32_t prefill_chunk_tokens, std::span<const DType> kv_dtypes,
+                                           std::int32_t max_verify_tokens = 0, std::int32_t verify_token_capacity = 0,
+                                           std::int32_t verify_graph_budget = 0);
 std::vector<StepShape> serving_step_shapes(const KernelNeeds& needs);
 
 // JSON text (the manifest's `kernel_catalog`): {"format": 1, "platform", "needs", "modules", "graphs"}.

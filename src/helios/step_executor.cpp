@@ -81,6 +81,7 @@ Tensor StepExecutor::forward_logits(const Step& step, HistoryCaches& caches) {
   if (entry && launch == entry->second.launch) {
     backend_.replay(*entry->second.graph);
     ++n_graph_replays_;
+    if (entry->first.is_verify()) ++n_verify_graph_replays_;
   } else {
     program_.enqueue(counts_of(*run), arena_, caches, launch);
   }
@@ -159,8 +160,9 @@ const std::pair<const StepShape, StepExecutor::Captured>* StepExecutor::graph_fo
                                                                                   HistoryCaches& caches) {
   const std::optional<StepShape> shape = step_shape_of(step, caches.groups.front().layout.dtype);
   if (!shape) return nullptr;
-  // The captured shape with the same rows and the fewest rows that hold the step. Only decode
-  // shapes are padded: a multi-token dummy row would cost as much as a real one.
+  // The captured shape with the same rows and the fewest rows that hold the step. Decode and verify
+  // shapes are padded; a prompt chunk's dummy row would cost as much as a real one (verify rows
+  // are short: a dummy costs its few tokens' share of the GEMMs, a replay saves every launch).
   const std::pair<const StepShape, Captured>* best = nullptr;
   for (const auto& item : graphs_) {
     const StepShape& s = item.first;
@@ -168,7 +170,7 @@ const std::pair<const StepShape, StepExecutor::Captured>* StepExecutor::graph_fo
         s.kv_dtype != shape->kv_dtype || s.n_rows < shape->n_rows) {
       continue;
     }
-    if (s.n_rows != shape->n_rows && !s.is_decode()) continue;
+    if (s.n_rows != shape->n_rows && !s.is_decode() && !s.is_verify()) continue;
     if (!best || s.n_rows < best->first.n_rows) best = &item;
   }
   // Another cache: its pages are not the ones the graph was captured for, nor is the scratch page

@@ -59,6 +59,7 @@ class StepExecutor {
   std::vector<StepShape> graph_shapes() const;
   std::size_t graph_nodes(const StepShape& shape) const;  // 0 when not captured
   std::int64_t n_graph_replays() const { return n_graph_replays_; }
+  std::int64_t n_verify_graph_replays() const { return n_verify_graph_replays_; }  // of them, verify shapes'
 
  private:
   struct Captured {
@@ -90,6 +91,7 @@ class StepExecutor {
   std::int32_t reserved_groups_ = 1;  // group tables the backend's step arrays were sized for  // history groups of the caches last seen (the step arrays hold a table each)
   std::map<StepShape, Captured> graphs_;
   std::int64_t n_graph_replays_ = 0;
+  std::int64_t n_verify_graph_replays_ = 0;
 };
 
 }  // namespace flare::helios

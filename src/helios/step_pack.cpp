@@ -15,7 +15,8 @@ StepPackLayout StepPackLayout::of(const Step& step, std::int32_t n_groups, std::
   l.token_rows = 2 * n_tokens;
   l.logit_tokens = 3 * n_tokens;
   l.row_first_block = l.logit_tokens + std::size_t(step.n_logit_rows());
-  l.block_tables = l.row_first_block + n_rows;
+  l.row_first_token = l.row_first_block + n_rows;
+  l.block_tables = l.row_first_token + n_rows;
   l.n_groups = std::max(n_groups, 1);
   l.group_stride = std::max(group_stride_blocks, step.block_tables.size());
   l.size = l.block_tables + std::size_t(l.n_groups - 1) * l.group_stride + step.block_tables.size();
@@ -24,7 +25,7 @@ StepPackLayout StepPackLayout::of(const Step& step, std::int32_t n_groups, std::
 
 std::size_t StepPackLayout::capacity(std::int32_t max_tokens, std::int32_t max_rows, std::int32_t max_blocks,
                                      std::int32_t n_groups) {
-  return 4 * std::size_t(std::max(max_tokens, 0)) + std::size_t(std::max(max_rows, 0)) +
+  return 4 * std::size_t(std::max(max_tokens, 0)) + 2 * std::size_t(std::max(max_rows, 0)) +
          std::size_t(std::max(n_groups, 1)) * std::size_t(std::max(max_blocks, 0));
 }
 
@@ -34,6 +35,7 @@ void step_pack(const Step& step, const StepPackLayout& l, std::span<std::int32_t
   std::size_t t = 0, logit_row = 0;
   for (std::size_t r = 0; r < step.rows.size(); ++r) {
     const StepRow& row = step.rows[r];
+    out[l.row_first_token + r] = std::int32_t(t);
     for (std::int32_t i = 0; i < row.n_tokens; ++i, ++t) {
       out[l.positions + t] = row.start_position + i;
       out[l.token_rows + t] = std::int32_t(r);

@@ -20,6 +20,7 @@ struct StepPackLayout {
   std::size_t token_rows = 0;       // [n_tokens] step row of each token
   std::size_t logit_tokens = 0;     // [n_logit_rows] token index of each logits row
   std::size_t row_first_block = 0;  // [n_rows] offset of each row's block table in block_tables
+  std::size_t row_first_token = 0;  // [n_rows] index of each row's first token (rows' tokens are consecutive)
   std::size_t block_tables = 0;     // [sum of n_blocks] page ids, row after row
   // History group g's block tables start at block_tables + g * group_stride (group 0's are the
   // step's block_tables): a stride fixed by the backend's capacity, not by the step, so that the

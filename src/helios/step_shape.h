@@ -3,9 +3,9 @@
 // uniform steps (every row alike) have a shape; a step whose rows differ runs eagerly.
 //   decode:          {rows, 1, 1}
 //   prefill chunk:   {1, chunk, 0 or 1}
-//   verify (later):  {rows, 1 + k, 1 + k}
-// A uniform step of fewer rows than a captured shape runs that shape's graph after dummy rows pad
-// it: a dummy row computes token 0 from position 0 with every block on a scratch page that no
+//   verify:          {rows, 1 + k, 1 + k} (k >= 1 drafts a row)
+// A uniform decode or verify step of fewer rows than a captured shape runs that shape's graph after
+// dummy rows pad it: a dummy row computes token 0 from position 0 with every block on a scratch page that no
 // sequence owns, so it writes its K and V there (only there) and produces logits nobody reads.
 // Real rows keep their order, so their logits rows come first.
 #pragma once
@@ -30,6 +30,7 @@ struct StepShape {
   std::int32_t n_tokens() const { return n_rows * tokens_per_row; }
   std::int32_t n_logit_rows() const { return n_rows * logits_per_row; }
   bool is_decode() const { return tokens_per_row == 1 && logits_per_row == 1; }
+  bool is_verify() const { return tokens_per_row >= 2 && logits_per_row == tokens_per_row; }
   std::string describe() const;  // "8 rows x 1 token, 1 logits row each"
   auto operator<=>(const StepShape&) const = default;
 };

@@ -273,6 +273,11 @@ int run_export(const ExportOptions& options) {
     gpu_options.buckets = concurrency_buckets(static_cast<std::int32_t>(max_concurrency));
     gpu_options.prefill_chunk_tokens = prefill_chunk;
     gpu_options.page_size_tokens = recipe.page_size_tokens;
+    if (speculation.max_draft_tokens > 0) {
+      gpu_options.max_verify_tokens = 1 + speculation.max_draft_tokens;
+      gpu_options.verify_token_capacity = speculation.token_capacity;
+      gpu_options.verify_graph_budget = static_cast<std::int32_t>(file_settings.speculative_graph_budget.value_or(64));
+    }
     gpu = std::make_unique<GpuPreparation>(spec, gpu_options);
   }
   {
@@ -362,8 +367,8 @@ int run_export(const ExportOptions& options) {
     Phase phase(terminal, "Capture graphs");
     if (gpu) {
       gpu->capture_graphs();
-      phase.stage.ok(fmt::format("{} decode graphs, {} prefill-chunk graphs", gpu->counts().n_graphs,
-                                 gpu->counts().n_prefill_graphs));
+      phase.stage.ok(fmt::format("{} decode graphs, {} prefill-chunk graphs, {} verify graphs", gpu->counts().n_graphs,
+                                 gpu->counts().n_prefill_graphs, gpu->counts().n_verify_graphs));
     } else {
       phase.stage.ok("0 graphs (CPU)");
     }

@@ -31,6 +31,11 @@ struct GpuPreparationOptions {
   std::vector<std::uint32_t> buckets;        // decode concurrency buckets
   std::int32_t prefill_chunk_tokens = 2048;
   std::int32_t page_size_tokens = 16;
+  // Speculative decoding (0: none): 1 + the most drafts a verify row carries, the verify rows'
+  // tokens a step, and the most verify graphs (helios::serving_verify_shapes).
+  std::int32_t max_verify_tokens = 0;
+  std::int32_t verify_token_capacity = 0;
+  std::int32_t verify_graph_budget = 0;
 };
 
 struct GpuPreparationCounts {
@@ -42,6 +47,7 @@ struct GpuPreparationCounts {
   std::int32_t n_forwards = 0;   // warm-up forwards run
   std::int32_t n_graphs = 0;     // decode graphs captured
   std::int32_t n_prefill_graphs = 0;  // prefill-chunk graphs captured (with and without logits)
+  std::int32_t n_verify_graphs = 0;   // verify-step graphs captured (speculative decoding)
 };
 
 class GpuPreparation {

@@ -27,6 +27,9 @@ helios::KernelNeeds kernel_needs(const ModelSpec& spec, const ServingSettings& s
   needs.decode_buckets = serving.decode_buckets;
   sort_unique(needs.decode_buckets);
   needs.prefill_chunk_tokens = serving.prefill_chunk_tokens;
+  needs.max_verify_tokens = serving.max_verify_tokens;
+  needs.verify_token_capacity = serving.verify_token_capacity;
+  needs.verify_graph_budget = serving.verify_graph_budget;
   return needs;
 }
 

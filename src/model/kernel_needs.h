@@ -18,6 +18,11 @@ struct ServingSettings {
   std::int32_t prefill_chunk_tokens = 0;
   std::int32_t page_size_tokens = 0;
   std::vector<helios::DType> kv_dtypes;      // KV page dtypes served
+  // Speculative decoding (helios::KernelNeeds; 0: none): 1 + the most drafts a row verifies, the
+  // verify rows' tokens a step, and the most verify graphs.
+  std::int32_t max_verify_tokens = 0;
+  std::int32_t verify_token_capacity = 0;
+  std::int32_t verify_graph_budget = 0;
 };
 
 // Lists come out distinct and ascending, as the catalog keeps them.

@@ -44,6 +44,27 @@ bool Model::capture_prefill_graph(std::int32_t n_tokens, std::int32_t n_logits, 
   return executor_->capture({1, n_tokens, n_logits, cache.groups.front().layout.dtype}, cache, std::move(scratch_pages));
 }
 
+bool Model::capture_verify_graph(std::int32_t n_rows, std::int32_t n_tokens, helios::HistoryCaches& cache,
+                                 std::vector<std::int32_t> scratch_pages) {
+  if (n_rows < 1 || n_tokens < 2) fail(ExitCode::failure, "internal: a verify graph of {} rows x {} tokens", n_rows, n_tokens);
+  return executor_->capture({n_rows, n_tokens, n_tokens, cache.groups.front().layout.dtype}, cache,
+                            std::move(scratch_pages));
+}
+
+bool Model::capture_graph(const helios::StepShape& shape, helios::HistoryCaches& cache,
+                          std::vector<std::int32_t> scratch_pages) {
+  if (shape.is_decode()) return capture_decode_graph(shape.n_rows, cache, std::move(scratch_pages));
+  if (shape.is_verify()) return capture_verify_graph(shape.n_rows, shape.tokens_per_row, cache, std::move(scratch_pages));
+  if (shape.n_rows != 1) fail(ExitCode::failure, "internal: a graph of {}", shape.describe());
+  return capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, cache, std::move(scratch_pages));
+}
+
+std::int32_t Model::n_verify_graphs() const {
+  std::int32_t n = 0;
+  for (const helios::StepShape& shape : executor_->graph_shapes()) n += shape.is_verify() ? 1 : 0;
+  return n;
+}
+
 std::int32_t Model::n_decode_graphs() const {
   std::int32_t n = 0;
   for (const helios::StepShape& shape : executor_->graph_shapes()) n += shape.is_decode() ? 1 : 0;
@@ -51,7 +72,7 @@ std::int32_t Model::n_decode_graphs() const {
 }
 
 std::int32_t Model::n_prefill_graphs() const {
-  return std::int32_t(executor_->graph_shapes().size()) - n_decode_graphs();
+  return std::int32_t(executor_->graph_shapes().size()) - n_decode_graphs() - n_verify_graphs();
 }
 
 std::size_t Model::n_decode_graph_nodes() const {

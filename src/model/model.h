@@ -64,11 +64,19 @@ class Model {
   bool capture_decode_graph(std::int32_t n_rows, helios::HistoryCaches& cache, std::vector<std::int32_t> scratch_pages);
   bool capture_prefill_graph(std::int32_t n_tokens, std::int32_t n_logits, helios::HistoryCaches& cache,
                              std::vector<std::int32_t> scratch_pages);
+  // Verify steps (speculative decoding): n_rows rows of n_tokens tokens (>= 2), every logits row wanted.
+  bool capture_verify_graph(std::int32_t n_rows, std::int32_t n_tokens, helios::HistoryCaches& cache,
+                            std::vector<std::int32_t> scratch_pages);
+  // Captures `shape` with whichever of the three above it is.
+  bool capture_graph(const helios::StepShape& shape, helios::HistoryCaches& cache,
+                     std::vector<std::int32_t> scratch_pages);
   std::int32_t n_decode_graphs() const;
+  std::int32_t n_verify_graphs() const;
   std::int32_t n_prefill_graphs() const;
   std::size_t n_decode_graph_nodes() const;   // operations recorded over every decode graph
   std::size_t n_prefill_graph_nodes() const;  // and over every other graph
   std::int64_t n_graph_replays() const { return executor_->n_graph_replays(); }
+  std::int64_t n_verify_graph_replays() const { return executor_->n_verify_graph_replays(); }
   void drop_graphs() { executor_->drop_graphs(); }
 
  private:

@@ -1,5 +1,6 @@
 // The CUDA attention kernels against the CPU backend (the reference) on fresh random pages and
-// queries: split-KV decode (pure decode steps) and the tensor-core prefill kernel (mixed steps),
+// queries: split-KV decode (pure decode steps; verify steps of up to 8 tokens a row, the row's tokens
+// folded into the decode kernel's columns) and the tensor-core prefill kernel (other mixed steps),
 // GQA 32/8, 16/8, 4/4 and wider groups, head sizes 64, 128 and 256 (Gemma 3: GQA 2:1, 4:1 and 8:1),
 // sliding windows, BF16 and FP8 E4M3 pages. Both backends read the same page bytes; every byte
 // neither may read (pages outside the tables, slots past a row's length or before its window, the
@@ -183,6 +184,53 @@ TEST_F(CudaAttention, DecodeMatchesTheCpu) {
     Rows many;
     for (int r = 0; r < 4400; ++r) many.emplace_back(1, r % 16);
     check("decode", Heads{16, 16, 64}, kv, many, 0, 16, 1.0f, 4e-3f, 1e-2f);
+  }
+}
+
+// Verify rows (a pending token and up to 7 drafts: 1..8 tokens) whose new tokens start and end around
+// page boundaries of 16, beside decode rows, long contexts split many ways and short ones.
+Rows verify_rows(int n_rows, int max_tokens, std::mt19937& rng) {
+  static const int starts[] = {0, 14, 15, 16, 17, 1000, 4990, -1};
+  std::uniform_int_distribution<int> any_start(1, 3000), any_tokens(1, max_tokens);
+  Rows rows;
+  for (int r = 0; r < n_rows; ++r) {
+    const int start = starts[r % 8] >= 0 ? starts[r % 8] : any_start(rng);
+    const int n_tokens = r == 0 ? max_tokens : any_tokens(rng);  // one row of the widest, so QTOK is max_tokens's
+    rows.emplace_back(n_tokens, start);
+  }
+  return rows;
+}
+
+TEST_F(CudaAttention, VerifyMatchesTheCpu) {
+  for (const DType kv : {DType::bf16, DType::f8_e4m3}) {
+    // GQA 4:1 (Llama-3.1-8B: 2 heads x 8 tokens an item at 1 + 7), 2:1, 1:1, 8:1 and 7:1 (an odd group).
+    for (const Heads h : {Heads{32, 8, 128}, Heads{16, 8, 64}, Heads{4, 4, 128}, Heads{64, 8, 128}, Heads{28, 4, 64}}) {
+      for (const int max_tokens : {2, 3, 4, 5, 8}) {
+        for (const int n_rows : {1, 2, 9, 33}) {
+          check("verify", h, kv, verify_rows(n_rows, max_tokens, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
+        }
+      }
+      // Windows shorter than a row's new tokens (5), than its context (100) and longer (4096); a
+      // sharper softmax; pages of 7 (blocks straddle pages); many rows (CTAs take several items).
+      for (const int window : {5, 100, 4096}) {
+        check("verify", h, kv, verify_rows(9, 8, rng_), window, 16, 1.0f, 4e-3f, 1e-2f);
+      }
+      check("verify", h, kv, verify_rows(9, 8, rng_), 0, 16, 4.0f, 4e-3f, 1e-2f);
+      check("verify", h, kv, verify_rows(9, 6, rng_), 17, 7, 1.0f, 4e-3f, 1e-2f);
+      check("verify", h, kv, verify_rows(150, 4, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
+    }
+    // Head dim 256 (one n-tile of columns: Gemma 3 GQA 2:1 at 1 + 3, 1 head x 8 tokens at 1 + 7).
+    for (const Heads h : {Heads{8, 4, 256}, Heads{8, 1, 256}}) {
+      for (const int max_tokens : {2, 4, 8}) {
+        check("verify", h, kv, verify_rows(9, max_tokens, rng_), 0, 16, 1.0f, 4e-3f, 1e-2f);
+        check("verify", h, kv, verify_rows(9, max_tokens, rng_), 1024, 16, 1.0f, 4e-3f, 1e-2f);
+      }
+    }
+    // Attention sinks (gpt-oss: 64/8 x 64, sliding over 128) in the single split and the merge.
+    for (const int window : {0, 128}) {
+      check("verify", Heads{64, 8, 64}, kv, verify_rows(9, 8, rng_), window, 16, 1.0f, 4e-3f, 1e-2f, 8, true);
+      check("verify", Heads{64, 8, 64}, kv, verify_rows(2, 4, rng_), window, 16, 4.0f, 4e-3f, 1e-2f, 8, true);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The kernel catalog against the CUDA backend on every tiny fixture model (and the demo model):
 // after warm-up forwards of every cataloged step shape (the prefill chunk with and without logits,
-// each decode bucket, on BF16 and FP8 pages), a mixed step, graph captures of the same shapes and
+// each decode bucket, on BF16 and FP8 pages), verify steps of 2, 3 and 8 tokens a row (the decode
+// kernel's QTOK 2, 4 and 8 modules), a mixed step, graph captures of the same shapes and
 // device sampling, the modules the backend loaded are exactly the catalog's (nothing beyond it:
 // the enumeration is complete; nothing short of it: it lists no module serving never loads). A
 // backend built from the catalog's images serves the same steps; one built from images lacking a
@@ -89,6 +90,13 @@ void warm_up(Model& model, helios::cuda::CudaBackend& backend, helios::HistoryCa
     ASSERT_EQ(logits.size(), std::size_t(shape.n_logit_rows()) * std::size_t(vocab)) << shape.describe();
     for (const float v : logits) ASSERT_TRUE(std::isfinite(v)) << shape.describe();
   }
+  // Verify rows (a pending token and drafts, every logits row wanted): the smallest QTOK holding the
+  // step's longest row, 2, 4 (3 tokens) and 8.
+  for (const std::int32_t width : {2, 3, 8}) {
+    const std::vector<float> logits = model.forward(make_step(2, width, width, k_page_size - 1, vocab), cache);
+    ASSERT_EQ(logits.size(), std::size_t(2 * width) * std::size_t(vocab));
+    for (const float v : logits) ASSERT_TRUE(std::isfinite(v)) << "verify rows of " << width;
+  }
   helios::Step mixed = make_step(1, k_chunk / 2, 1, k_page_size + 1, vocab);
   for (std::int32_t i = 0; i < 3; ++i) {
     helios::Step decode = make_step(1, 1, 1, 40 + i, vocab, 8 + 4 * i);
@@ -102,12 +110,7 @@ void warm_up(Model& model, helios::cuda::CudaBackend& backend, helios::HistoryCa
   const std::int32_t scratch_page = k_pages - 1;
   for (const StepShape& shape : catalog.graphs) {
     if (shape.kv_dtype != cache.groups.front().layout.dtype) continue;
-    if (shape.is_decode()) {
-      EXPECT_TRUE(model.capture_decode_graph(shape.n_rows, cache, {scratch_page})) << shape.describe();
-    } else {
-      EXPECT_TRUE(model.capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, cache, {scratch_page}))
-          << shape.describe();
-    }
+    EXPECT_TRUE(model.capture_graph(shape, cache, {scratch_page})) << shape.describe();
   }
   model.forward(make_step(3, 1, 1, 20, vocab), cache);  // padded to the 4-row graph
   model.drop_graphs();

@@ -1,5 +1,7 @@
 // Speculative decoding on the CUDA backend with the demo model: LocalEngine over a ModelStepRunner
-// on CudaBackend (decode graphs captured, for the target and for the draft's one-token forwards),
+// on CudaBackend (decode graphs captured, for the target and for the draft's one-token forwards, and
+// verify graphs for the target's verify steps of 1 + 1 to 1 + 5 tokens a row, replayed for uniform
+// verify steps; the verify rows' attention is the decode kernel's),
 // ordinary decoding against the trained draft (learned drafts) and against history drafts. Greedy
 // outputs must agree token for token up to BF16 near-ties (a verify row's GEMMs run at another m
 // than a decode step's, so rounding may differ); the test prints acceptance and batch-1 tokens/s
@@ -40,6 +42,9 @@ struct Outcome {
   std::vector<std::vector<TokenId>> tokens;
   SchedulerCounters counters;
   double tokens_per_s = 0;  // batch 1, requests one after another
+  std::int32_t n_verify_graphs = 0;
+  std::int64_t n_graph_replays = 0;  // the target's, decode and verify steps
+  std::int64_t n_verify_graph_replays = 0;
   bool ran = false;
 };
 
@@ -62,6 +67,8 @@ Outcome run(Mode mode, const std::vector<std::vector<TokenId>>& prompts, std::st
   auto runner = ModelStepRunner::load(std::move(backend), dir, options, helios::DType::bf16);
   if (mode == Mode::learned) runner->attach_draft(model::Model::load(dir / "draft", runner->backend()));
   runner->capture_graphs(decode_buckets(options.max_concurrency));
+  const model::Model& target = runner->model();  // owned by the engine's runner below
+  out.n_verify_graphs = target.n_verify_graphs();
   LocalEngine engine(options, std::move(runner));
   auto generate = [&](const std::vector<TokenId>& prompt) {
     GenerationRequest request;
@@ -84,6 +91,8 @@ Outcome run(Mode mode, const std::vector<std::vector<TokenId>>& prompts, std::st
   engine.wait_idle();
   out.counters = engine.counters();
   out.tokens_per_s = double(n_tokens) / seconds;
+  out.n_graph_replays = target.n_graph_replays();
+  out.n_verify_graph_replays = target.n_verify_graph_replays();
   out.ran = true;
   return out;
 }
@@ -117,7 +126,19 @@ TEST(CudaSpeculative, DemoModelWithItsDraftAndWithHistoryDrafts) {
                 static_cast<long long>(c.n_draft_tokens),
                 c.n_verify_rows ? 1.0 + double(c.n_accepted_draft_tokens) / double(c.n_verify_rows) : 0.0,
                 got.tokens_per_s, plain.tokens_per_s, got.tokens_per_s / plain.tokens_per_s);
+    std::printf("[ demo, %s ] %d verify graphs captured; %lld target graph replays, %lld of them verify steps "
+                "(ordinary decoding: %lld)\n",
+                mode == Mode::learned ? "learned draft" : "history drafts", got.n_verify_graphs,
+                static_cast<long long>(got.n_graph_replays), static_cast<long long>(got.n_verify_graph_replays),
+                static_cast<long long>(plain.n_graph_replays));
     EXPECT_GT(c.n_accepted_draft_tokens, 0);
+    // Every verify width of 1 + 1 .. 1 + 5 tokens at each of the buckets 1, 2 and 4 (token capacity
+    // 128, budget 64), none without speculation.
+    EXPECT_EQ(got.n_verify_graphs, 15);
+    EXPECT_EQ(plain.n_verify_graphs, 0);
+    // At batch 1 (requests one after another) every verify step is one row, so uniform: it replays
+    // a verify graph.
+    EXPECT_GE(double(got.n_verify_graph_replays), 0.9 * double(c.n_verify_rows));
     // Divergence only from BF16 rounding at near-ties: most of the text stays the same.
     EXPECT_GE(double(n_same), 0.6 * double(n_all));
   }

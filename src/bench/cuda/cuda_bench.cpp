@@ -74,9 +74,12 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
   const std::int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
   // Fixed buffer addresses for every step of the run (what captured graphs need).
   const std::int32_t max_context = *std::max_element(options.contexts.begin(), options.contexts.end());
-  const std::int32_t max_blocks = std::max(StepShape{max_batch, 1, max_context, m.page_size_tokens}.n_pages(),
-                                           StepShape{1, std::max(options.prefill_tokens, 1), 0, m.page_size_tokens}.n_pages());
-  model->reserve(std::max(options.prefill_tokens, max_batch), max_batch, max_batch, max_blocks);
+  const std::int32_t row_tokens = std::max(1, options.verify_tokens);  // a verify step's rows
+  const std::int32_t max_blocks =
+      std::max(StepShape{max_batch, row_tokens, max_context, m.page_size_tokens}.n_pages(),
+               StepShape{1, std::max(options.prefill_tokens, 1), 0, m.page_size_tokens}.n_pages());
+  model->reserve(std::max(options.prefill_tokens, max_batch * row_tokens), max_batch * row_tokens, max_batch,
+                 max_blocks);
   progress(report, "model ready");
 
   StepBench steps{timing, *model, fill, options, report.rates, m.page_size_tokens,

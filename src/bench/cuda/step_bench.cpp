@@ -67,7 +67,7 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
   std::int32_t scratch_page = 0;
   std::string cache_failure;
   try {
-    const StepShape largest{max_batch, 1, context, page};
+    const StepShape largest{max_batch, std::max(1, options.verify_tokens), context, page};
     scratch_page = largest.n_pages();  // one spare page after the rows' pages
     cache = helios::history_allocate(timing, model.kv_cache_layout(largest.n_pages() + 1, page, kv_dtype));
     fill_cache(fill, cache, options.seed + 31);
@@ -94,6 +94,18 @@ void StepBench::decode(std::int32_t context, DType kv_dtype, BenchReport& report
         }
         d.tokens_per_s = batch / (d.timing.median_ms * 1e-3);
         if (batch == options.profile_batch) profile(step, cache);
+        if (options.verify_tokens >= 2) {
+          // The verify step of the same rows: verify_tokens new tokens a row after `context` cached
+          // ones, every logits row wanted (as the engine's verify rows), through its verify graph.
+          const std::int32_t n = options.verify_tokens;
+          helios::Step verify =
+              uniform_step({batch, n, context, page}, spec.vocab_size, options.seed + 100 + std::uint64_t(batch));
+          for (helios::StepRow& row : verify.rows) row.n_logits = n;
+          if (graphs) model.capture_verify_graph(batch, n, cache, {scratch_page});
+          d.verify_tokens = n;
+          d.verify = time_runs(backend().stream(), options.warmup, options.repetitions, [&] { run(verify, cache); });
+          d.verify_ratio = d.verify.median_ms / d.timing.median_ms;
+        }
       } catch (const Error& e) {
         d.skipped = failure_text(backend(), e);
       }

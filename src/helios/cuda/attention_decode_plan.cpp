@@ -12,27 +12,39 @@ constexpr int k_min_keys_per_split = 256;  // fewer keys than this per split is 
 // The copy ring for one iteration: the K and V of 64 keys (16 a warp), whatever the unit size.
 int stage_bytes(int head_dim, bool fp8) { return 64 * 2 * head_dim * (fp8 ? 1 : 2); }
 
-// The kernel's static shared memory, over-estimated (s_items, s_ml, s_weight, s_m, s_l and s_last),
-// so that the ring's choice leaves room for it.
+// The kernel's static shared memory, over-estimated (s_items of 11 ints, s_ml, s_weight, s_m, s_l
+// and s_last; group: columns), so that the ring's choice leaves room for it.
 int static_smem_bytes(int group) {
-  return k_decode_cta_items * 32 + group * k_max_decode_splits * 12 + 2 * 4 * group * 4 + 64;
+  return k_decode_cta_items * 48 + group * k_max_decode_splits * 12 + 2 * 4 * group * 4 + 64;
 }
 
 }  // namespace
 
-int decode_heads_per_cta(int group_size, int head_dim, bool fp8, int max_shared_bytes) {
-  const int most = head_dim > 128 ? k_max_decode_heads_per_cta_256 : k_max_decode_heads_per_cta;
+int decode_heads_per_cta(int group_size, int head_dim, bool fp8, int max_shared_bytes, int query_tokens) {
+  const int most = (head_dim > 128 ? k_max_decode_heads_per_cta_256 : k_max_decode_heads_per_cta) / query_tokens;
   for (int g = std::min(group_size, most); g > 1; --g) {
-    const int one_stage = int(decode_dynamic_smem_bytes(head_dim, fp8, g, 1)) + static_smem_bytes(g);
+    const int columns = g * query_tokens;
+    const int one_stage = int(decode_dynamic_smem_bytes(head_dim, fp8, columns, 1)) + static_smem_bytes(columns);
     if (group_size % g == 0 && one_stage <= max_shared_bytes) return g;
   }
   return 1;
+}
+
+int verify_query_tokens(int max_row_tokens) {
+  for (const int q : k_verify_query_tokens) {
+    if (max_row_tokens <= q) return q;
+  }
+  return 0;
 }
 
 int decode_splits(std::int64_t n_groups, int n_sms, std::int64_t max_keys) {
   const std::int64_t wanted = (std::int64_t(k_decode_items_per_sm) * n_sms + n_groups - 1) / n_groups;
   const std::int64_t useful = (max_keys + k_min_keys_per_split - 1) / k_min_keys_per_split;
   return int(std::clamp<std::int64_t>(std::min(wanted, useful), 1, k_max_decode_splits));
+}
+
+bool decode_columns_fit(int head_dim, bool fp8, int columns, int max_shared_bytes) {
+  return int(decode_dynamic_smem_bytes(head_dim, fp8, columns, 1)) + static_smem_bytes(columns) <= max_shared_bytes;
 }
 
 unsigned decode_dynamic_smem_bytes(int head_dim, bool fp8, int group, int stages) {

@@ -4,6 +4,9 @@
 //     (attention_decode.cu), work items of (row, kv head, split) serving the GQA group dealt to
 //     about as many CTAs as are resident (attention_decode_plan.h), the last split of each merging
 //     the splits' partials;
+//   - a step whose rows compute at most 8 tokens each (verify rows: a pending token and its drafts;
+//     short prompt chunks; decode rows beside them): the same kernel with the row's tokens folded
+//     with the GQA group into the mma columns (QTOK), so each key is read once for all of them;
 //   - any other step: the tensor-core flash kernel (attention_prefill.cu) for every token;
 //   - head sizes those two do not cover (they take 64, 128 and 256): the plain warp-per-head kernel
 //     (attention.cu, BF16 only).
@@ -75,18 +78,26 @@ void CudaBackend::attention(const KvCache& cache, const Tensor& q, const Attenti
     if (l.dtype != DType::bf16) fail_usage("f8_e4m3 KV pages need head size 64, 128 or 256, not {}", p.head_dim);
     return attention_plain(cache, q, p, out);
   }
-  if (step_.n_tokens() == step_.n_rows()) return attention_decode(cache, q, p, out);  // one token per row
+  // The module and its shared memory: kernel_catalog.h's choices, which the catalog enumerates.
+  const int smem = device().max_shared_bytes_per_block;
+  if (step_.n_tokens() == step_.n_rows()) {  // one token per row
+    return attention_decode(cache, q, p, out,
+                            decode_attention(p.n_heads, p.n_kv_heads, p.head_dim, l.page_size_tokens, l.dtype, smem));
+  }
+  std::int32_t max_row_tokens = 0;
+  for (const StepRow& row : step_.rows) max_row_tokens = std::max(max_row_tokens, row.n_tokens);
+  const std::optional<DecodeAttention> verify =
+      verify_attention(p.n_heads, p.n_kv_heads, p.head_dim, l.page_size_tokens, l.dtype, smem, max_row_tokens);
+  if (verify) return attention_decode(cache, q, p, out, *verify);
   attention_prefill(cache, q, p, out);
 }
 
-void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out) {
+void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out,
+                                   const DecodeAttention& plan) {
   const KvCacheLayout& l = cache.layout;
   const int group_size = p.n_heads / p.n_kv_heads;
-  // The module and its shared memory: kernel_catalog.h's choice, which the catalog enumerates.
-  const DecodeAttention plan = decode_attention(p.n_heads, p.n_kv_heads, p.head_dim, l.page_size_tokens, l.dtype,
-                                                device().max_shared_bytes_per_block);
   const int heads_per_cta = plan.heads_per_cta;
-  const int n_rows = step_.n_rows();
+  const int n_rows = step_.n_rows(), n_tokens = step_.n_tokens();
   // (row, head group) pairs; each splits its keys into n_splits work items.
   const std::int64_t n_groups = std::int64_t(n_rows) * p.n_kv_heads * (group_size / heads_per_cta);
   std::int64_t max_keys = std::int64_t(l.n_pages) * l.page_size_tokens;
@@ -94,9 +105,9 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   int n_splits = decode_splits(n_groups, device().n_multiprocessors, max_keys);
 
   // Scratch: the merge counters [n_rows][n_heads] int at a fixed place in front (zero between
-  // launches: the merging CTA resets its own), then partials acc [n_rows][n_heads][n_splits][head_dim]
-  // f32 and ml [n_rows][n_heads][n_splits] float2 (rewritten by every launch).
-  const std::size_t n_slots = std::size_t(n_rows) * std::size_t(p.n_heads) * std::size_t(n_splits);
+  // launches: the merging CTA resets its own), then partials acc [n_tokens][n_heads][n_splits][head_dim]
+  // f32 and ml [n_tokens][n_heads][n_splits] float2 (rewritten by every launch).
+  const std::size_t n_slots = std::size_t(n_tokens) * std::size_t(p.n_heads) * std::size_t(n_splits);
   const std::size_t acc_bytes = n_slots * std::size_t(p.head_dim) * 4;
   const std::size_t counters_needed = std::size_t(n_rows) * std::size_t(p.n_heads);
   if (n_splits > 1 && (!attention_scratch_ || counters_needed > attention_counters_ ||
@@ -121,10 +132,11 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   CUdeviceptr ml_ptr = n_splits > 1 ? acc_ptr + acc_bytes : 0;
   CUdeviceptr q_ptr = address(q.data), out_ptr = address(out.data), c_ptr = address(cache.storage->data());
   CUdeviceptr sinks_ptr = p.sinks.empty() ? 0 : address(p.sinks);  // [n_heads] f32, or none
-  CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, bt_ptr = block_tables_of(cache);
+  CUdeviceptr p_ptr = arrays_.positions, fb_ptr = arrays_.row_first_block, ft_ptr = arrays_.row_first_token,
+              bt_ptr = block_tables_of(cache);
   long long q_stride = q.stride, out_stride = out.stride;
   int layer = p.layer, n_pages = l.n_pages, n_kv = l.n_kv_heads, n_heads = p.n_heads;
-  int window = p.sliding_window, n_rows_arg = n_rows;
+  int window = p.sliding_window, n_rows_arg = n_rows, n_tokens_arg = n_tokens;
   float scale_log2 = p.scale * k_log2e;
   const CUfunction f = function(plan.module, "flare_attention_decode");
   const unsigned smem = plan.smem_bytes;
@@ -142,7 +154,8 @@ void CudaBackend::attention_decode(const KvCache& cache, const Tensor& q, const 
   const std::int64_t grid = decode_grid(n_items, resident->second, device().n_multiprocessors);
   launch(f, {.grid_x = unsigned(grid), .block_x = 128, .shared_bytes = smem},
          {&q_ptr, &q_stride, &out_ptr, &out_stride, &acc_ptr, &ml_ptr, &c_ptr, &layer, &n_pages, &n_kv, &n_heads,
-          &scale_log2, &window, &n_splits, &n_rows_arg, &p_ptr, &fb_ptr, &bt_ptr, &counters_ptr, &sinks_ptr},
+          &scale_log2, &window, &n_splits, &n_rows_arg, &n_tokens_arg, &p_ptr, &fb_ptr, &ft_ptr, &bt_ptr,
+          &counters_ptr, &sinks_ptr},
          "attention_decode", /*early_work=*/true);
 }
 

@@ -260,6 +260,7 @@ void CudaBackend::begin_step(const Step& step, std::span<const KvCache* const> c
   arrays_.positions = at(layout.positions);
   arrays_.token_rows = at(layout.token_rows);
   arrays_.row_first_block = at(layout.row_first_block);
+  arrays_.row_first_token = at(layout.row_first_token);
   arrays_.block_tables = at(layout.block_tables);
   arrays_.group_tables.resize(caches.size());
   for (std::size_t g = 0; g < caches.size(); ++g) arrays_.group_tables[g] = at(layout.group_tables(std::int32_t(g)));

@@ -176,7 +176,8 @@ class CudaBackend final : public Backend {
   void launch(CUfunction f, const LaunchShape& shape, std::vector<void*> args, std::string_view name,
               bool early_work = false);
   // The attention kernels attention() dispatches to (cuda_attention.cpp).
-  void attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
+  void attention_decode(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out,
+                        const DecodeAttention& plan);
   void attention_prefill(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
   void attention_plain(const KvCache& cache, const Tensor& q, const AttentionParams& p, Tensor out);
   // swiglu and geglu (op): the kernels flare_<op> and flare_<op>_vec of swiglu.cu.
@@ -190,6 +191,7 @@ class CudaBackend final : public Backend {
     CUdeviceptr positions = 0;        // [n_tokens]
     CUdeviceptr token_rows = 0;       // [n_tokens] step row of each token
     CUdeviceptr row_first_block = 0;  // [n_rows] offset of each row's block table
+    CUdeviceptr row_first_token = 0;  // [n_rows] index of each row's first token
     CUdeviceptr block_tables = 0;     // [sum of n_blocks]: history group 0's
     std::vector<CUdeviceptr> group_tables;  // [n_groups] each group's (group_tables[0] = block_tables)
     CUdeviceptr logit_tokens = 0;     // [n_logit_rows] token index of each logits row

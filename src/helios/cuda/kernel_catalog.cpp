@@ -87,23 +87,39 @@ KernelModule kv_store_module(std::int32_t head_dim, DType kv) {
 bool fast_attention_covers(std::int32_t head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
 DecodeAttention decode_attention(std::int32_t n_heads, std::int32_t n_kv_heads, std::int32_t head_dim,
-                                 std::int32_t page_size_tokens, DType kv, int max_shared_bytes) {
-  if (n_kv_heads < 1 || n_heads % n_kv_heads != 0) {
-    fail(ExitCode::failure, "internal: decode attention of {} query heads over {} KV heads", n_heads, n_kv_heads);
+                                 std::int32_t page_size_tokens, DType kv, int max_shared_bytes, int query_tokens) {
+  if (n_kv_heads < 1 || n_heads % n_kv_heads != 0 || query_tokens < 1 || query_tokens > k_max_verify_query_tokens) {
+    fail(ExitCode::failure, "internal: decode attention of {} query heads over {} KV heads, {} tokens a row", n_heads,
+         n_kv_heads, query_tokens);
   }
   const bool fp8 = kv == DType::f8_e4m3;
   const std::string fp8_define = kv_fp8_define(kv);
   DecodeAttention d;
-  d.heads_per_cta = decode_heads_per_cta(n_heads / n_kv_heads, head_dim, fp8, max_shared_bytes);
-  d.stages = decode_ring_stages(head_dim, fp8, d.heads_per_cta, max_shared_bytes);
-  d.smem_bytes = decode_dynamic_smem_bytes(head_dim, fp8, d.heads_per_cta, d.stages);
+  d.heads_per_cta = decode_heads_per_cta(n_heads / n_kv_heads, head_dim, fp8, max_shared_bytes, query_tokens);
+  d.query_tokens = query_tokens;
+  const int columns = d.heads_per_cta * query_tokens;
+  d.stages = decode_ring_stages(head_dim, fp8, columns, max_shared_bytes);
+  d.smem_bytes = decode_dynamic_smem_bytes(head_dim, fp8, columns, d.stages);
   d.module = {"attention_decode",
-              {{"HEAD_DIM", str(head_dim)},
-               {"PAGE_SIZE", str(page_size_tokens)},
-               {"GROUP", str(d.heads_per_cta)},
-               {"KV_FP8", fp8_define},
-               {"KV_STAGES", str(d.stages)}}};
+              {{"HEAD_DIM", str(head_dim)}, {"PAGE_SIZE", str(page_size_tokens)}, {"GROUP", str(d.heads_per_cta)}}};
+  // Decode modules keep the keys they had before verify rows (no QTOK define), so packages match.
+  if (query_tokens > 1) d.module.defines.emplace_back("QTOK", str(query_tokens));
+  d.module.defines.emplace_back("KV_FP8", fp8_define);
+  d.module.defines.emplace_back("KV_STAGES", str(d.stages));
   return d;
+}
+
+std::optional<DecodeAttention> verify_attention(std::int32_t n_heads, std::int32_t n_kv_heads, std::int32_t head_dim,
+                                                std::int32_t page_size_tokens, DType kv, int max_shared_bytes,
+                                                std::int32_t max_row_tokens) {
+  const int query_tokens = verify_query_tokens(max_row_tokens);
+  if (query_tokens == 0 || !fast_attention_covers(head_dim) || n_kv_heads < 1 || n_heads % n_kv_heads != 0) {
+    return std::nullopt;
+  }
+  const bool fp8 = kv == DType::f8_e4m3;
+  const int heads = decode_heads_per_cta(n_heads / n_kv_heads, head_dim, fp8, max_shared_bytes, query_tokens);
+  if (!decode_columns_fit(head_dim, fp8, heads * query_tokens, max_shared_bytes)) return std::nullopt;
+  return decode_attention(n_heads, n_kv_heads, head_dim, page_size_tokens, kv, max_shared_bytes, query_tokens);
 }
 
 PrefillAttention prefill_attention(std::int32_t head_dim, DType kv, int max_shared_bytes) {
@@ -165,13 +181,18 @@ std::vector<KernelModule> kernel_catalog_modules(const KernelPlatform& platform,
   if (needs.mixture_of_experts) {
     for (KernelModule& m : moe_modules()) modules.push_back(std::move(m));
   }
-  // Serving reaches both attention paths on every KV dtype: decode steps (one token a row) and any
-  // other step (a prompt chunk, a mixed step).
+  // Serving reaches every attention path on every KV dtype: decode steps (one token a row), steps
+  // whose rows compute at most k_max_verify_query_tokens tokens (verify rows, short prompt chunks:
+  // the decode kernel of each QTOK) and any other step (a prompt chunk, a mixed step).
   for (const DType kv : needs.kv_dtypes) {
     for (const AttentionNeeds& a : needs.attention) {
       modules.push_back(rotary_kv_store_module(a.head_dim, a.rotary_half, kv));
       if (fast_attention_covers(a.head_dim)) {
         modules.push_back(decode_attention(a.n_heads, a.n_kv_heads, a.head_dim, needs.page_size_tokens, kv, smem).module);
+        for (const int q : k_verify_query_tokens) {
+          const auto verify = verify_attention(a.n_heads, a.n_kv_heads, a.head_dim, needs.page_size_tokens, kv, smem, q);
+          if (verify) modules.push_back(verify->module);
+        }
         modules.push_back(prefill_attention(a.head_dim, kv, smem).module);
       } else {
         modules.push_back(plain_attention_module(a.head_dim, kv));

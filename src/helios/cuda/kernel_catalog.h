@@ -11,6 +11,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,14 +70,24 @@ bool fast_attention_covers(std::int32_t head_dim);
 
 // A pure decode step's attention (attention_decode.cu): query heads per work item, the copy ring's
 // depth and the kernel's dynamic shared memory for a device giving a CTA `max_shared_bytes`.
+// query_tokens > 1: the module for rows of up to that many tokens (QTOK: verify rows), its heads
+// per item chosen so that heads x tokens fit the kernel's columns.
 struct DecodeAttention {
   KernelModule module;
   int heads_per_cta = 1;
+  int query_tokens = 1;
   int stages = 1;
   unsigned smem_bytes = 0;
 };
 DecodeAttention decode_attention(std::int32_t n_heads, std::int32_t n_kv_heads, std::int32_t head_dim,
-                                 std::int32_t page_size_tokens, DType kv, int max_shared_bytes);
+                                 std::int32_t page_size_tokens, DType kv, int max_shared_bytes, int query_tokens = 1);
+// The attention of a step of several tokens in some row, none more than k_max_verify_query_tokens
+// (`max_row_tokens`: verify rows, short prompt chunks): the decode kernel's module of the smallest
+// QTOK that holds them (verify_query_tokens), or nullopt where the prefill kernel serves them (longer
+// rows, head sizes the decode kernel lacks, columns a CTA's shared memory cannot hold).
+std::optional<DecodeAttention> verify_attention(std::int32_t n_heads, std::int32_t n_kv_heads, std::int32_t head_dim,
+                                                std::int32_t page_size_tokens, DType kv, int max_shared_bytes,
+                                                std::int32_t max_row_tokens);
 // Any other step's attention (attention_prefill.cu): warps of 16 query tokens and the dynamic
 // shared memory (the tiles at head dim 256; throws (usage) where the device cannot give it).
 struct PrefillAttention {

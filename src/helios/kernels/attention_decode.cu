@@ -1,5 +1,5 @@
-// Split-KV paged attention for decode steps (every row computes one query token, so token t is row t),
-// on tensor cores. Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][PAGE_SIZE][n_kv_heads][HEAD_DIM],
+// Split-KV paged attention for decode steps (every row computes one query token) and verify steps (a
+// row computes up to QTOK consecutive tokens: its pending token and drafts), on tensor cores. Cache layout (backend.h): [n_layers][n_pages][2 (k, v)][PAGE_SIZE][n_kv_heads][HEAD_DIM],
 // bf16 or fp8 e4m3 (per-tensor scale 1). A position's page is block_tables[row_first_block[row] + pos / PAGE_SIZE].
 //
 //   flare_attention_decode: grid (n_ctas), block 128. An item is (row, head group, split); items are
@@ -8,6 +8,12 @@
 //     An item takes GROUP query heads that share one kv head (the whole GQA group when it is <= 16),
 //     so each K/V byte is read from memory once per group. Keys are the 16 rows and the GROUP heads
 //     the columns (one or two 8-wide n-tiles, columns past GROUP zero) of mma.sync m16n8k16 tiles:
+//     with QTOK > 1 (verify rows) the columns are GROUP heads x QTOK query tokens (k_cols = GROUP x
+//     QTOK <= 16, column c is head c / QTOK, the row's token c % QTOK), so an item reads its keys
+//     once for all of the row's tokens. Query token j of a row of n tokens sees keys up to its own
+//     position (the row's length - (n - 1 - j)) and, with a window, none before that position's
+//     window: a mask per column. Columns of tokens the row lacks (a row of fewer than QTOK tokens,
+//     the decode rows of a mixed step) are zero and write nothing.
 //     S^T = K Q^T and O^T += V^T P^T run on tensor cores with F32 accumulation and an online softmax
 //     in base 2, as in attention_prefill.cu. With keys as rows, a GQA group of 4 to 8 wastes half a
 //     tile or less, where heads as rows (16) would waste three quarters of every mma, and O^T holds
@@ -45,15 +51,18 @@
 //     Attention sinks (gpt-oss; `sinks` non-null: one logit per query head): the sink joins each
 //     head's softmax denominator once, where the row is normalized (the single live split, or the
 //     merge), never in a split's partials, which stay the plain sums over its keys.
-// Partials: acc [n_rows][n_heads][n_splits][HEAD_DIM] f32 (unnormalized, relative to the split's
-// maximum), ml [n_rows][n_heads][n_splits] float2 (maximum score in log2 units, sum of weights).
+// Partials: acc [n_tokens][n_heads][n_splits][HEAD_DIM] f32 (unnormalized, relative to the split's
+// maximum), ml [n_tokens][n_heads][n_splits] float2 (maximum score in log2 units, sum of weights; a
+// split without keys for a token's column has maximum -inf and sum 0).
 // Counters: int [n_rows][n_kv_heads * n_head_groups], zero before the first launch.
 // Shared memory (dynamic, k_smem_bytes): the copy ring, then the warps' accumulators of the item
 // being merged, apart from the ring so that the next item's copies fly during the merge.
 // Targets sm_80+. Defines: HEAD_DIM (64, 128 or 256, required), PAGE_SIZE (tokens per page, required:
 // a package's page size is fixed at export), GROUP (query heads per CTA, 1..16, 1..8 at head dim 256,
-// default 1), KV_FP8 (1: e4m3 pages, default 0), KV_STAGES (iterations in the copy ring; the host's
-// choice, which sizes the dynamic shared memory to match).
+// default 1), QTOK (query tokens a row computes at most, 1..8, GROUP x QTOK <= 16, <= 8 at head dim
+// 256; default 1), KV_FP8 (1: e4m3 pages, default 0), KV_STAGES (iterations in the copy ring; the
+// host's choice, which sizes the dynamic shared memory to match). A row's tokens are consecutive in
+// the step (row_first_token) and in position.
 // Head dim 256 (Gemma 3) is the same code with twice the units a key: a BF16 key is one warp-wide
 // copy of 32 units (FP8 two keys a copy, as BF16 at 128), and a thread holds HEAD_DIM / 16 = 16 O^T
 // m-tiles a head n-tile, which is why it takes at most 8 heads (one n-tile) an item.
@@ -90,6 +99,9 @@ __device__ __forceinline__ void flare_pdl_wait() {
 #ifndef KV_FP8
 #define KV_FP8 0
 #endif
+#ifndef QTOK
+#define QTOK 1
+#endif
 
 #if HEAD_DIM != 64 && HEAD_DIM != 128 && HEAD_DIM != 256
 #error "attention_decode supports HEAD_DIM 64, 128 and 256"
@@ -99,6 +111,9 @@ __device__ __forceinline__ void flare_pdl_wait() {
 #endif
 #if HEAD_DIM == 256 && GROUP > 8
 #error "attention_decode takes 1..8 query heads per CTA at head dim 256"
+#endif
+#if QTOK < 1 || QTOK > 8 || GROUP * QTOK > 16 || (HEAD_DIM == 256 && GROUP * QTOK > 8)
+#error "attention_decode takes 1..8 query tokens a row, at most 16 columns (8 at head dim 256)"
 #endif
 
 constexpr int k_warps = 4;
@@ -124,7 +139,8 @@ constexpr int k_k_chunks = HEAD_DIM / (4 * k_unit_dims);        // K units per t
 constexpr int k_ksteps_per_chunk = k_unit_dims / 4;              // a thread gives 4 dims a k-step
 constexpr int k_k_words = k_unit_dims / 2;                       // operand words per K unit
 constexpr int k_dim_mtiles = HEAD_DIM / 16;                     // O^T m-tiles (16 dims each)
-constexpr int k_head_ntiles = (GROUP + 7) / 8;                   // S^T / O^T n-tiles (8 heads each)
+constexpr int k_cols = GROUP * QTOK;                             // mma columns: heads x query tokens
+constexpr int k_head_ntiles = (k_cols + 7) / 8;                  // S^T / O^T n-tiles (8 columns each)
 constexpr int k_threads = 32 * k_warps;
 
 #if KV_FP8
@@ -157,10 +173,10 @@ constexpr int k_units = 2 * k_k_chunks + 4 * k_v_units;
 #endif
 constexpr int k_stages = KV_STAGES;
 constexpr int k_ring_bytes = k_stages * k_units * k_threads * int(sizeof(unit_t));
-// After an item's keys, the warps' accumulators [k_warps][GROUP][HEAD_DIM + 4] follow the ring (the
-// padding spreads a store's heads over banks).
+// After an item's keys, the warps' accumulators [k_warps][k_cols][HEAD_DIM + 4] follow the ring (the
+// padding spreads a store's columns over banks).
 constexpr int k_acc_stride = HEAD_DIM + 4;
-constexpr int k_acc_bytes = k_warps * GROUP * k_acc_stride * 4;
+constexpr int k_acc_bytes = k_warps * k_cols * k_acc_stride * 4;
 constexpr int k_smem_bytes = k_ring_bytes + k_acc_bytes;
 // Items a CTA may take (its table in static shared memory); the host launches at least
 // ceil(n_items / k_max_cta_items) CTAs.
@@ -170,7 +186,7 @@ constexpr int k_max_cta_items = 128;
 // a CTA; 16 would spill), and each item loads its own Q (the other CTAs on the SM hide that); the
 // others load the next item's Q early. At head dim 256 shared memory, not registers, bounds the
 // CTAs an SM (two for FP8, one for BF16), so the registers are not capped.
-constexpr int k_min_resident_ctas = KV_FP8 && GROUP <= 8 && HEAD_DIM <= 128 ? 4 : 1;
+constexpr int k_min_resident_ctas = KV_FP8 && k_cols <= 8 && HEAD_DIM <= 128 ? 4 : 1;
 constexpr bool k_prefetch_q = !KV_FP8;
 constexpr int k_key_units = HEAD_DIM / k_unit_dims;                  // units per key, K or V
 constexpr int k_keys_per_copy = 32 / k_key_units;                    // keys per warp-wide copy
@@ -306,11 +322,12 @@ __device__ __forceinline__ unsigned flare_v_pair(const unsigned* a, const unsign
 }
 
 // The last split of a (row, head group) to finish merges them all (every thread of the CTA calls
-// this, with the same arguments, after writing its partials).
+// this, with the same arguments, after writing its partials): each column (head c / QTOK, token
+// first_token + c % QTOK) of the row's n_tok tokens.
 __device__ __forceinline__ void flare_merge_splits(__nv_bfloat16* __restrict__ out, long long out_stride,
                                                    float* __restrict__ partial_acc, float2* __restrict__ partial_ml,
-                                                   int n_heads, int n_splits, int row, int head0, int n_live,
-                                                   int* counter, const float* __restrict__ sinks) {
+                                                   int n_heads, int n_splits, int first_token, int n_tok, int head0,
+                                                   int n_live, int* counter, const float* __restrict__ sinks) {
   __shared__ int s_last;
   __threadfence();  // this CTA's partials are visible to whichever CTA merges
   __syncthreads();
@@ -323,35 +340,39 @@ __device__ __forceinline__ void flare_merge_splits(__nv_bfloat16* __restrict__ o
   __threadfence();
   // Each live split's weight in the merged softmax per head (normalization folded in), then the
   // weighted sums, 4 dims a thread.
-  __shared__ float2 s_ml[GROUP][k_max_splits];
-  __shared__ float s_weight[GROUP][k_max_splits];
-  for (int e = threadIdx.x; e < GROUP * n_live; e += k_threads) {
-    const int h = e / n_live, sp = e % n_live;
-    s_ml[h][sp] = __ldcg(&partial_ml[((long long)row * n_heads + head0 + h) * n_splits + sp]);
+  __shared__ float2 s_ml[k_cols][k_max_splits];
+  __shared__ float s_weight[k_cols][k_max_splits];
+  const auto token_of = [&](int col) { return (long long)first_token + col % QTOK; };
+  for (int e = threadIdx.x; e < k_cols * n_live; e += k_threads) {
+    const int col = e / n_live, sp = e % n_live;
+    if (col % QTOK >= n_tok) continue;
+    s_ml[col][sp] = __ldcg(&partial_ml[(token_of(col) * n_heads + head0 + col / QTOK) * n_splits + sp]);
   }
   __syncthreads();
-  if (threadIdx.x < GROUP) {
-    const int h = threadIdx.x;
-    float total_m = flare_neg_inf();
-    for (int i = 0; i < n_live; ++i) total_m = fmaxf(total_m, s_ml[h][i].x);
+  if (threadIdx.x < k_cols && int(threadIdx.x) % QTOK < n_tok) {
+    const int col = threadIdx.x;
+    float total_m = flare_neg_inf();  // finite: some live split holds keys of every column
+    for (int i = 0; i < n_live; ++i) total_m = fmaxf(total_m, s_ml[col][i].x);
     float total_l = 0.0f;
     for (int i = 0; i < n_live; ++i) {
-      const float2 ml = s_ml[h][i];
-      const float weight = exp2f(ml.x - total_m);
-      s_weight[h][i] = weight;
+      const float2 ml = s_ml[col][i];
+      const float weight = exp2f(ml.x - total_m);  // 0 for a split without the column's keys
+      s_weight[col][i] = weight;
       total_l += ml.y * weight;
     }
-    const float inv_l = flare_softmax_inv(total_m, total_l, sinks, head0 + h);  // the sink joins once, here
-    for (int i = 0; i < n_live; ++i) s_weight[h][i] *= inv_l;
+    const float inv_l = flare_softmax_inv(total_m, total_l, sinks, head0 + col / QTOK);  // the sink joins once, here
+    for (int i = 0; i < n_live; ++i) s_weight[col][i] *= inv_l;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < GROUP * HEAD_DIM / 4; e += k_threads) {
-    const int h = e / (HEAD_DIM / 4), d = (e % (HEAD_DIM / 4)) * 4;
-    const float* acc = partial_acc + ((long long)row * n_heads + head0 + h) * n_splits * HEAD_DIM + d;
+  for (int e = threadIdx.x; e < k_cols * HEAD_DIM / 4; e += k_threads) {
+    const int col = e / (HEAD_DIM / 4), d = (e % (HEAD_DIM / 4)) * 4;
+    if (col % QTOK >= n_tok) continue;
+    const int h = col / QTOK;
+    const float* acc = partial_acc + (token_of(col) * n_heads + head0 + h) * n_splits * HEAD_DIM + d;
     float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 4
     for (int i = 0; i < n_live; ++i) {
-      const float weight = s_weight[h][i];
+      const float weight = s_weight[col][i];
       const float4 a = __ldcg(reinterpret_cast<const float4*>(acc + (long long)i * HEAD_DIM));
       total.x += a.x * weight;
       total.y += a.y * weight;
@@ -362,36 +383,40 @@ __device__ __forceinline__ void flare_merge_splits(__nv_bfloat16* __restrict__ o
     uint2 packed;
     packed.x = *reinterpret_cast<const unsigned*>(&lo);
     packed.y = *reinterpret_cast<const unsigned*>(&hi);
-    *reinterpret_cast<uint2*>(out + (long long)row * out_stride + (long long)(head0 + h) * HEAD_DIM + d) = packed;
+    *reinterpret_cast<uint2*>(out + token_of(col) * out_stride + (long long)(head0 + h) * HEAD_DIM + d) = packed;
   }
 }
 
 // One item's key range and where its row's block table starts; dead items (splits past n_live) have
-// begin == end.
+// begin == end. `first` is the first key of the row's first token (its window), `end` at most the
+// row's length (its last token's); first_token and n_tok: the row's tokens in the step.
 struct DecodeItem {
   int row, head_group, split, n_live;
   int first, begin, end, first_block;
+  int first_token, n_tok, length;
 };
 
-// The Q^T of GROUP heads of one row as B fragments (column g of head n-tile nt: head head0 + 8 nt + g,
-// zero past GROUP), dims in K's order: k-step (U/4) p + j takes dims 4Up + Ut + 4j + {0,1 | 2,3}.
+// The Q^T of GROUP heads of one row's tokens as B fragments (column g of n-tile nt: column c = 8 nt + g,
+// head head0 + c / QTOK of token first_token + c % QTOK; zero past k_cols and the row's n_tok tokens),
+// dims in K's order: k-step (U/4) p + j takes dims 4Up + Ut + 4j + {0,1 | 2,3}.
 struct QFragments {
   unsigned b[k_head_ntiles][k_ksteps][2];
 };
 __device__ __forceinline__ void flare_load_q(QFragments& qf, const __nv_bfloat16* __restrict__ q, long long q_stride,
-                                             int row, int head0, int g, int t) {
+                                             int first_token, int n_tok, int head0, int g, int t) {
 #pragma unroll
   for (int nt = 0; nt < k_head_ntiles; ++nt) {
-    const int h = 8 * nt + g;
+    const int col = 8 * nt + g, h = col / QTOK, j = col % QTOK;
 #pragma unroll
     for (int p = 0; p < k_k_chunks; ++p) {
       unsigned words[k_k_words];  // dims [4Up + Ut, +U) as bf16 pairs
 #pragma unroll
       for (int c = 0; c < k_k_words / 4; ++c) {
         uint4 raw = make_uint4(0, 0, 0, 0);
-        if (h < GROUP) {
-          raw = *reinterpret_cast<const uint4*>(q + (long long)row * q_stride + (long long)(head0 + h) * HEAD_DIM +
-                                                4 * k_unit_dims * p + k_unit_dims * t + 8 * c);
+        if (col < k_cols && j < n_tok) {
+          raw = *reinterpret_cast<const uint4*>(q + (long long)(first_token + j) * q_stride +
+                                                (long long)(head0 + h) * HEAD_DIM + 4 * k_unit_dims * p +
+                                                k_unit_dims * t + 8 * c);
         }
         words[4 * c] = raw.x;
         words[4 * c + 1] = raw.y;
@@ -413,15 +438,16 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
                        __nv_bfloat16* __restrict__ out, long long out_stride,    // like q
                        float* __restrict__ partial_acc, float2* __restrict__ partial_ml,
                        const kv_t* __restrict__ cache, int layer, int n_pages, int n_kv_heads,
-                       int n_heads, float scale_log2, int sliding_window, int n_splits, int n_rows,
+                       int n_heads, float scale_log2, int sliding_window, int n_splits, int n_rows, int n_tokens,
                        const int* __restrict__ positions, const int* __restrict__ row_first_block,
+                       const int* __restrict__ row_first_token,  // [n_rows]: rows' tokens are consecutive
                        const int* __restrict__ block_tables, int* __restrict__ counters,
                        const float* __restrict__ sinks) {  // [n_heads] f32 attention sinks, or null
   flare_pdl_launch_dependents();
   // The copy ring, then the warps' accumulators (k_smem_bytes).
   extern __shared__ __align__(16) unsigned char s_ring[];
-  float(*s_acc)[GROUP][k_acc_stride] = reinterpret_cast<float(*)[GROUP][k_acc_stride]>(s_ring + k_ring_bytes);
-  __shared__ float s_m[k_warps][GROUP], s_l[k_warps][GROUP];
+  float(*s_acc)[k_cols][k_acc_stride] = reinterpret_cast<float(*)[k_cols][k_acc_stride]>(s_ring + k_ring_bytes);
+  __shared__ float s_m[k_warps][k_cols], s_l[k_warps][k_cols];
   __shared__ DecodeItem s_items[k_max_cta_items];
   if (threadIdx.x == 0) {  // a host that sized the ring differently fails the launch, not the math
     unsigned dynamic_bytes;
@@ -449,8 +475,18 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     it.row = item / items_per_row;
     it.split = (item % items_per_row) / (n_kv_heads * n_head_groups);
     it.head_group = item % (n_kv_heads * n_head_groups);
-    const int length = positions[it.row] + 1;
-    it.first = sliding_window > 0 ? max(0, length - sliding_window) : 0;
+    if constexpr (QTOK == 1) {
+      it.first_token = it.row;  // one token a row: token t is row t
+      it.n_tok = 1;
+    } else {
+      it.first_token = row_first_token[it.row];
+      it.n_tok = (it.row + 1 < n_rows ? row_first_token[it.row + 1] : n_tokens) - it.first_token;
+      if (it.n_tok > QTOK) __trap();  // the host routes longer rows to the prefill kernel
+    }
+    const int length = positions[it.first_token + it.n_tok - 1] + 1;
+    it.length = length;
+    // The window of the row's first token starts earliest; later tokens mask more (per column).
+    it.first = sliding_window > 0 ? max(0, length - (it.n_tok - 1) - sliding_window) : 0;
     const int start = it.first - it.first % k_keys_per_warp_iter;
     int chunk = max((length - start + n_splits - 1) / n_splits, k_min_split_keys);
     chunk = (chunk + k_keys_per_cta_iter - 1) / k_keys_per_cta_iter * k_keys_per_cta_iter;
@@ -561,16 +597,34 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
   };
   int n = next_live(0);
   QFragments qf, q_next;
-  if (n < n_mine) flare_load_q(qf, q, q_stride, s_items[n].row, head0_of(s_items[n]), g, t);
+  const auto load_q = [&](QFragments& f, const DecodeItem& it) {
+    flare_load_q(f, q, q_stride, it.first_token, it.n_tok, head0_of(it), g, t);
+  };
+  if (n < n_mine) load_q(qf, s_items[n]);
   int computed = 0;
   for (; n < n_mine;) {
     const DecodeItem it = s_items[n];
     const int following = next_live(n + 1);
     if (k_prefetch_q && following < n_mine) {
-      flare_load_q(q_next, q, q_stride, s_items[following].row, head0_of(s_items[following]), g, t);
+      load_q(q_next, s_items[following]);
     }
-    const int row = it.row, split = it.split, n_live = it.n_live, first = it.first, end = it.end;
+    const int split = it.split, n_live = it.n_live, first = it.first, end = it.end;
     const int head0 = head0_of(it);
+    // The key range of the thread's S^T columns 2t, 2t + 1 of each n-tile: [col_first, col_end).
+    // Token j of the row's n_tok ends n_tok - 1 - j keys before the row; its window starts that
+    // much later too. A column past the row's tokens (or k_cols) has none.
+    int col_first[k_head_ntiles][2], col_end[k_head_ntiles][2];
+#pragma unroll
+    for (int nt = 0; nt < k_head_ntiles; ++nt) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int col = 8 * nt + 2 * t + c, back = it.n_tok - 1 - col % QTOK;
+        const bool real = col < k_cols && back >= 0;
+        const int col_length = it.length - back;
+        col_first[nt][c] = QTOK == 1 || sliding_window <= 0 ? first : max(0, col_length - sliding_window);
+        col_end[nt][c] = !real ? 0 : QTOK == 1 ? end : min(end, col_length);
+      }
+    }
 
     // O^T accumulators: dim m-tile mt, rows g | g + 8 are the thread's dims e = 2 mt | 2 mt + 1 (dim
     // flare_v_dim(g, e)), columns heads 2t, 2t + 1 of n-tile nt. m, l: those two heads (l over the
@@ -618,27 +672,31 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
         }
       }
 
-      // Mask keys outside [first, end), scale, online softmax per head column (max over the 16
-      // keys: the thread's two, then across g).
-      const bool valid_lo = base + g >= first && base + g < end;
-      const bool valid_hi = base + g + 8 >= first && base + g + 8 < end;
-      unsigned pw[k_head_ntiles][2];  // P as (head 2t, head 2t + 1) pairs: key g | key g + 8
+      // Mask keys outside each column's [col_first, col_end), scale, online softmax per column (max
+      // over the 16 keys: the thread's two, then across g).
+      unsigned pw[k_head_ntiles][2];  // P as (column 2t, column 2t + 1) pairs: key g | key g + 8
 #pragma unroll
       for (int nt = 0; nt < k_head_ntiles; ++nt) {
         float p[4];
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
+          const bool valid_lo = base + g >= col_first[nt][c] && base + g < col_end[nt][c];
+          const bool valid_hi = base + g + 8 >= col_first[nt][c] && base + g + 8 < col_end[nt][c];
           const float x_lo = valid_lo ? s[nt][c] * scale_log2 : flare_neg_inf();
           const float x_hi = valid_hi ? s[nt][c + 2] * scale_log2 : flare_neg_inf();
           float tile_max = fmaxf(x_lo, x_hi);
           tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
           tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
           tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
-          const float new_m = fmaxf(m[nt][c], tile_max);  // finite: every block has a key in [first, end)
-          const float correction = exp2f(m[nt][c] - new_m);
+          // One query token a row: finite, every block has a key in [first, end). Several: a
+          // column may have seen no key yet (an earlier token, a later window), and then counts
+          // from 0 so that its weights stay 0 rather than NaN.
+          const float new_m = fmaxf(m[nt][c], tile_max);
+          const float ref_m = QTOK > 1 && new_m == flare_neg_inf() ? 0.0f : new_m;
+          const float correction = exp2f(m[nt][c] - ref_m);
           m[nt][c] = new_m;
-          p[c] = exp2f(x_lo - new_m);
-          p[c + 2] = exp2f(x_hi - new_m);
+          p[c] = exp2f(x_lo - ref_m);
+          p[c + 2] = exp2f(x_hi - ref_m);
           l[nt][c] = l[nt][c] * correction + p[c] + p[c + 2];
 #pragma unroll
           for (int mt = 0; mt < k_dim_mtiles; ++mt) {
@@ -698,52 +756,56 @@ flare_attention_decode(const __nv_bfloat16* __restrict__ q, long long q_stride, 
     for (int nt = 0; nt < k_head_ntiles; ++nt) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const int h = 8 * nt + 2 * t + c;
-        if (h >= GROUP) continue;
+        const int col = 8 * nt + 2 * t + c;
+        if (col >= k_cols) continue;
 #pragma unroll
         for (int mt = 0; mt < k_dim_mtiles; ++mt) {
-          s_acc[warp][h][flare_v_dim(g, 2 * mt)] = o[nt][mt][c];
-          s_acc[warp][h][flare_v_dim(g, 2 * mt + 1)] = o[nt][mt][c + 2];
+          s_acc[warp][col][flare_v_dim(g, 2 * mt)] = o[nt][mt][c];
+          s_acc[warp][col][flare_v_dim(g, 2 * mt + 1)] = o[nt][mt][c + 2];
         }
         if (g == 0) {
-          s_m[warp][h] = m[nt][c];
-          s_l[warp][h] = l[nt][c];
+          s_m[warp][col] = m[nt][c];
+          s_l[warp][col] = l[nt][c];
         }
       }
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += 32 * k_warps) {
-      const int h = e / HEAD_DIM, d = e % HEAD_DIM;
+    for (int e = threadIdx.x; e < k_cols * HEAD_DIM; e += 32 * k_warps) {
+      const int col = e / HEAD_DIM, d = e % HEAD_DIM;
+      if (col % QTOK >= it.n_tok) continue;  // a token the row lacks
       float total_m = flare_neg_inf();
 #pragma unroll
-      for (int w = 0; w < k_warps; ++w) total_m = fmaxf(total_m, s_m[w][h]);
+      for (int w = 0; w < k_warps; ++w) total_m = fmaxf(total_m, s_m[w][col]);
       float total_l = 0.0f, total_acc = 0.0f;
 #pragma unroll
       for (int w = 0; w < k_warps; ++w) {
-        if (s_l[w][h] == 0.0f) continue;  // a warp without keys (its m is -inf)
-        const float weight = exp2f(s_m[w][h] - total_m);
-        total_l += s_l[w][h] * weight;
-        total_acc += s_acc[w][h][d] * weight;
+        if (s_l[w][col] == 0.0f) continue;  // a warp without keys (its m is -inf)
+        const float weight = exp2f(s_m[w][col] - total_m);
+        total_l += s_l[w][col] * weight;
+        total_acc += s_acc[w][col][d] * weight;
       }
-      const int head = head0 + h;
+      const int head = head0 + col / QTOK;
+      const long long token = (long long)it.first_token + col % QTOK;
       if (n_live == 1) {
-        out[(long long)row * out_stride + (long long)head * HEAD_DIM + d] =
+        out[token * out_stride + (long long)head * HEAD_DIM + d] =
             __float2bfloat16(total_acc * flare_softmax_inv(total_m, total_l, sinks, head));
       } else {
-        const long long slot_index = ((long long)row * n_heads + head) * n_splits + split;
+        // A split without keys of this column writes maximum -inf and sum 0: the merge weighs it 0.
+        const long long slot_index = (token * n_heads + head) * n_splits + split;
         partial_acc[slot_index * HEAD_DIM + d] = total_acc;
         if (d == 0) partial_ml[slot_index] = make_float2(total_m, total_l);
       }
     }
-    if (n_live > 1) flare_merge_splits(out, out_stride, partial_acc, partial_ml, n_heads, n_splits, row, head0, n_live,
-                                       counters + (long long)row * (n_kv_heads * n_head_groups) + it.head_group,
-                                       sinks);
+    if (n_live > 1) {
+      flare_merge_splits(out, out_stride, partial_acc, partial_ml, n_heads, n_splits, it.first_token, it.n_tok, head0,
+                         n_live, counters + (long long)it.row * (n_kv_heads * n_head_groups) + it.head_group, sinks);
+    }
     n = following;
     if (n >= n_mine) break;
     if constexpr (k_prefetch_q) {
       qf = q_next;
     } else {
-      flare_load_q(qf, q, q_stride, s_items[n].row, head0_of(s_items[n]), g, t);
+      load_q(qf, s_items[n]);
     }
   }
   flare_cp_async_wait<0>();  // only empty groups remain

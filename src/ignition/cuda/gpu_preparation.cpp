@@ -75,6 +75,9 @@ GpuPreparation::GpuPreparation(const model::ModelSpec& spec, const GpuPreparatio
   serving.prefill_chunk_tokens = options.prefill_chunk_tokens;
   serving.page_size_tokens = options.page_size_tokens;
   serving.kv_dtypes = {helios::DType::bf16};
+  serving.max_verify_tokens = options.max_verify_tokens;
+  serving.verify_token_capacity = options.verify_token_capacity;
+  serving.verify_graph_budget = options.verify_graph_budget;
   s.catalog = helios::cuda::kernel_catalog(s.backend->platform(), model::kernel_needs(spec, serving));
   std::size_t total = 0;
   helios::cuda::check(helios::cuda::driver().mem_get_info(&s.free_at_start, &total), "cuMemGetInfo");
@@ -183,14 +186,11 @@ void GpuPreparation::capture_graphs() {
   const std::int32_t scratch_page = s.cache.groups.front().layout.n_pages - 1;
   for (const helios::StepShape& shape : s.catalog.graphs) {
     if (shape.kv_dtype != s.cache.groups.front().layout.dtype) continue;
-    const bool captured = shape.is_decode()
-                              ? s.model->capture_decode_graph(shape.n_rows, s.cache, {scratch_page})
-                              : s.model->capture_prefill_graph(shape.tokens_per_row, shape.logits_per_row, s.cache,
-                                                               {scratch_page});
-    if (!captured) break;  // the backend has no graphs
+    if (!s.model->capture_graph(shape, s.cache, {scratch_page})) break;  // the backend has no graphs
   }
   s.counts.n_graphs = s.model->n_decode_graphs();
   s.counts.n_prefill_graphs = s.model->n_prefill_graphs();
+  s.counts.n_verify_graphs = s.model->n_verify_graphs();
 }
 
 std::uint64_t GpuPreparation::device_bytes_in_use() const {

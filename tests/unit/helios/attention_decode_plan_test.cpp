@@ -55,6 +55,36 @@ TEST(AttentionDecodePlan, HeadDim256TakesUpToEightHeadsThatFitSharedMemory) {
   }
 }
 
+// Verify rows: heads x query tokens fill at most 16 columns (8 at head dim 256), dividing the group.
+TEST(AttentionDecodePlan, VerifyItemsFoldQueryTokensIntoTheColumns) {
+  EXPECT_EQ(verify_query_tokens(2), 2);
+  EXPECT_EQ(verify_query_tokens(3), 4);
+  EXPECT_EQ(verify_query_tokens(4), 4);
+  EXPECT_EQ(verify_query_tokens(5), 8);
+  EXPECT_EQ(verify_query_tokens(8), 8);
+  EXPECT_EQ(verify_query_tokens(9), 0) << "longer rows take the prefill kernel";
+  EXPECT_EQ(decode_heads_per_cta(4, 128, false, k_sm90_bytes, 2), 4);
+  EXPECT_EQ(decode_heads_per_cta(4, 128, false, k_sm90_bytes, 4), 4);
+  EXPECT_EQ(decode_heads_per_cta(4, 128, false, k_sm90_bytes, 8), 2);
+  EXPECT_EQ(decode_heads_per_cta(8, 128, true, k_sm90_bytes, 8), 2);
+  EXPECT_EQ(decode_heads_per_cta(1, 128, false, k_sm90_bytes, 8), 1);
+  EXPECT_EQ(decode_heads_per_cta(6, 64, false, k_sm90_bytes, 4), 3);
+  EXPECT_EQ(decode_heads_per_cta(2, 256, false, k_sm90_bytes, 4), 2);
+  EXPECT_EQ(decode_heads_per_cta(2, 256, false, k_sm90_bytes, 8), 1);
+  for (const int q : k_verify_query_tokens) {
+    for (const int group : {1, 2, 4, 7, 8, 16}) {
+      for (const int head_dim : {64, 128, 256}) {
+        const int heads = decode_heads_per_cta(group, head_dim, false, k_sm90_bytes, q);
+        EXPECT_EQ(group % heads, 0);
+        EXPECT_LE(heads * q, head_dim == 256 ? 8 : 16) << group << " x " << q << " at " << head_dim;
+        EXPECT_TRUE(decode_columns_fit(head_dim, false, heads * q, k_sm90_bytes));
+      }
+    }
+  }
+  EXPECT_FALSE(decode_columns_fit(256, false, 8, k_sm89_bytes));
+  EXPECT_TRUE(decode_columns_fit(256, false, 4, k_sm89_bytes));
+}
+
 TEST(AttentionDecodePlan, SplitsFillTheGpuOnlyWhereKeysCanFeedThem) {
   // Llama-3.1-8B shape on 132 SMs: batch 1 has 8 (row, kv head) pairs, batch 64 has 512.
   EXPECT_EQ(decode_splits(8, 132, 131072), 33);
@@ -73,8 +103,8 @@ TEST(AttentionDecodePlan, RingFitsEachArchitecturesSharedMemory) {
           const int stages = decode_ring_stages(head_dim, fp8, group, bytes);
           EXPECT_GE(stages, 1);
           EXPECT_LE(stages, 3);
-          // The kernel's static shared memory as ptxas reports it: 7,312 bytes at 4 heads, 16,912 at 16.
-          const int static_bytes = 4096 + group * 800 + 128;
+          // The kernel's static shared memory as ptxas reports it: 8,848 bytes at 4 columns, 18,448 at 16.
+          const int static_bytes = 5632 + group * 800 + 128;
           EXPECT_LE(int(decode_dynamic_smem_bytes(head_dim, fp8, group, stages)) + static_bytes, bytes)
               << "head dim " << head_dim << " group " << group << " fp8 " << fp8 << " on " << bytes << " bytes";
         }

@@ -58,6 +58,12 @@ TEST_P(CudaAttentionKernels, EveryDefineSetCompiles) {
         expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
                         {{"HEAD_DIM", head_dim}, {"PAGE_SIZE", "7"}, {"GROUP", "8"}, {"KV_FP8", fp8}, {"KV_STAGES", stages}});
       }
+      // QTOK: verify rows of up to 2, 4 or 8 tokens, their columns (GROUP x QTOK) one or two n-tiles.
+      for (const auto& [group, qtok] : {std::tuple{"4", "2"}, std::tuple{"4", "4"}, std::tuple{"2", "8"},
+                                        std::tuple{"1", "8"}, std::tuple{"3", "4"}}) {
+        expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
+                        {{"HEAD_DIM", head_dim}, {"PAGE_SIZE", "16"}, {"GROUP", group}, {"QTOK", qtok}, {"KV_FP8", fp8}});
+      }
     }
     // Head dim 256 (Gemma 3): the prefill kernel's Q-in-shared-memory variant, and the decode kernel
     // with up to 8 heads a CTA: Gemma's group of 2 and GQA 8:1 with 2 ring stages (sm_90's choice),
@@ -70,6 +76,12 @@ TEST_P(CudaAttentionKernels, EveryDefineSetCompiles) {
       expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
                       {{"HEAD_DIM", "256"}, {"PAGE_SIZE", page}, {"GROUP", group}, {"KV_FP8", fp8},
                        {"KV_STAGES", stages}});
+    }
+    // Verify rows at head dim 256: one n-tile of columns (2 heads x 4 tokens, 1 x 8).
+    for (const auto& [group, qtok] : {std::tuple{"2", "4"}, std::tuple{"1", "8"}}) {
+      expect_compiles(*nvrtc, arch, "attention_decode", "flare_attention_decode",
+                      {{"HEAD_DIM", "256"}, {"PAGE_SIZE", "16"}, {"GROUP", group}, {"QTOK", qtok}, {"KV_FP8", fp8},
+                       {"KV_STAGES", "2"}});
     }
   }
 }
@@ -96,6 +108,9 @@ TEST(CudaAttentionKernels, UncoveredShapesFailWithTheirLimit) {
             std::string::npos);
   EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "256"}, {"PAGE_SIZE", "16"}, {"GROUP", "16"}})
                 .find("1..8 query heads per CTA at head dim 256"),
+            std::string::npos);
+  EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "128"}, {"PAGE_SIZE", "16"}, {"GROUP", "4"}, {"QTOK", "8"}})
+                .find("at most 16 columns"),
             std::string::npos);
   EXPECT_NE(error_of("attention_decode", {{"HEAD_DIM", "128"}}).find("attention_decode needs PAGE_SIZE"),
             std::string::npos);

@@ -5,6 +5,7 @@
 // and shapes the backend cannot serve are refused as they would be at launch.
 #ifdef FLARE_HAVE_CUDA
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -74,8 +75,12 @@ TEST(KernelCatalog, Llama31_8bOnAnH200) {
   ASSERT_EQ(needs.attention, (std::vector<AttentionNeeds>{{32, 8, 128, 64}}));
   EXPECT_FALSE(needs.fp8_linears);
   const ServingCatalog catalog = kernel_catalog(k_h200, needs);
+  // Verify rows of up to 2, 4 and 8 tokens: 4 heads x 2 or 4 tokens, 2 heads x 8 an item.
   EXPECT_EQ(catalog.modules, with_fixed(k_h200_fixed, {
                                  "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DKV_FP8=0 -DKV_STAGES=2",
+                                 "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DQTOK=2 -DKV_FP8=0 -DKV_STAGES=2",
+                                 "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DQTOK=4 -DKV_FP8=0 -DKV_STAGES=2",
+                                 "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=2 -DQTOK=8 -DKV_FP8=0 -DKV_STAGES=2",
                                  "attention_prefill -DHEAD_DIM=128 -DKV_FP8=0",
                                  "rotary_kv_store -DHEAD_DIM=128 -DROTARY_HALF=64 -DKV_FP8=0",
                              }));
@@ -107,13 +112,18 @@ TEST(KernelCatalog, Gemma3_12bOnAnH200) {
   EXPECT_EQ(needs.vocab_size, 262208);
   const std::vector<std::string> expected = with_fixed(k_h200_fixed, {
       "attention_decode -DHEAD_DIM=256 -DPAGE_SIZE=16 -DGROUP=2 -DKV_FP8=0 -DKV_STAGES=2",
+      "attention_decode -DHEAD_DIM=256 -DPAGE_SIZE=16 -DGROUP=2 -DQTOK=2 -DKV_FP8=0 -DKV_STAGES=2",
+      "attention_decode -DHEAD_DIM=256 -DPAGE_SIZE=16 -DGROUP=2 -DQTOK=4 -DKV_FP8=0 -DKV_STAGES=2",
+      "attention_decode -DHEAD_DIM=256 -DPAGE_SIZE=16 -DGROUP=1 -DQTOK=8 -DKV_FP8=0 -DKV_STAGES=2",
       "attention_prefill -DHEAD_DIM=256 -DKV_FP8=0",
       "rotary_kv_store -DHEAD_DIM=256 -DROTARY_HALF=128 -DKV_FP8=0",
   });
   EXPECT_EQ(kernel_catalog(k_h200, needs).modules, expected);
 }
 
-// A 99 KiB device: no clusters (one CTA a row), no stream GEMM, one ring stage at head dim 256.
+// A 99 KiB device: no clusters (one CTA a row), no stream GEMM, one ring stage at head dim 256; verify
+// rows of up to 4 tokens fit a CTA (1 head x 4 tokens at 4), 8 tokens' columns do not (the prefill
+// kernel takes them: verify_attention).
 TEST(KernelCatalog, Gemma3_12bOnA99KibDevice) {
   const std::vector<std::string> fixed = {"bias_add", "embedding", "gather_rows", "linear", "rms_norm",
                                           "sample -DFLARE_CLUSTER=1", "scale", "skinny_gemm -DSKINNY_M=1",
@@ -122,6 +132,8 @@ TEST(KernelCatalog, Gemma3_12bOnA99KibDevice) {
   EXPECT_EQ(kernel_catalog(k_sm89, needs_of(bench_config("gemma-3-12b"))).modules,
             with_fixed(fixed, {
                 "attention_decode -DHEAD_DIM=256 -DPAGE_SIZE=16 -DGROUP=2 -DKV_FP8=0 -DKV_STAGES=1",
+                "attention_decode -DHEAD_DIM=256 -DPAGE_SIZE=16 -DGROUP=2 -DQTOK=2 -DKV_FP8=0 -DKV_STAGES=1",
+                "attention_decode -DHEAD_DIM=256 -DPAGE_SIZE=16 -DGROUP=1 -DQTOK=4 -DKV_FP8=0 -DKV_STAGES=1",
                 "attention_prefill -DHEAD_DIM=256 -DKV_FP8=0",
                 "rotary_kv_store -DHEAD_DIM=256 -DROTARY_HALF=128 -DKV_FP8=0",
             }));
@@ -134,6 +146,12 @@ TEST(KernelCatalog, Fp8KvAddsItsOwnVariants) {
             with_fixed(k_h200_fixed, {
                 "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DKV_FP8=0 -DKV_STAGES=2",
                 "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DKV_FP8=1 -DKV_STAGES=2",
+                "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DQTOK=2 -DKV_FP8=0 -DKV_STAGES=2",
+                "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DQTOK=2 -DKV_FP8=1 -DKV_STAGES=2",
+                "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DQTOK=4 -DKV_FP8=0 -DKV_STAGES=2",
+                "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DQTOK=4 -DKV_FP8=1 -DKV_STAGES=2",
+                "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=2 -DQTOK=8 -DKV_FP8=0 -DKV_STAGES=2",
+                "attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=2 -DQTOK=8 -DKV_FP8=1 -DKV_STAGES=2",
                 "attention_prefill -DHEAD_DIM=128 -DKV_FP8=0",
                 "attention_prefill -DHEAD_DIM=128 -DKV_FP8=1",
                 "rotary_kv_store -DHEAD_DIM=128 -DROTARY_HALF=64 -DKV_FP8=0",
@@ -216,6 +234,39 @@ TEST(KernelCatalog, ChoosersMatchTheDecodePlan) {
   EXPECT_THROW(kv_fp8_define(DType::f32), Error);
   EXPECT_EQ(module_key("rotary", {{"HEAD_DIM", "64"}, {"ROTARY_HALF", "32"}}), "rotary -DHEAD_DIM=64 -DROTARY_HALF=32");
   EXPECT_EQ(rotary_module(64, 32).key(), "rotary -DHEAD_DIM=64 -DROTARY_HALF=32");
+}
+
+// Verify rows: the launch site's chooser picks the module of the smallest QTOK holding the step's
+// longest row, which the catalog lists; longer rows and uncovered head sizes take the prefill kernel.
+TEST(KernelCatalog, VerifyChooserPicksCatalogModules) {
+  const KernelNeeds needs = needs_of(bench_config("llama-3.1-8b"));
+  const ServingCatalog catalog = kernel_catalog(k_h200, needs);
+  for (int tokens = 2; tokens <= 8; ++tokens) {
+    const auto v = verify_attention(32, 8, 128, 16, DType::bf16, k_sm90_bytes, tokens);
+    ASSERT_TRUE(v) << tokens;
+    EXPECT_EQ(v->query_tokens, tokens <= 2 ? 2 : tokens <= 4 ? 4 : 8);
+    EXPECT_LE(v->heads_per_cta * v->query_tokens, 16);
+    EXPECT_TRUE(std::ranges::binary_search(catalog.modules, v->module.key())) << v->module.key();
+  }
+  EXPECT_FALSE(verify_attention(32, 8, 128, 16, DType::bf16, k_sm90_bytes, 9));
+  EXPECT_FALSE(verify_attention(32, 8, 96, 16, DType::bf16, k_sm90_bytes, 4));
+  EXPECT_FALSE(verify_attention(16, 8, 256, 16, DType::bf16, k_sm89_bytes, 8));  // 8 columns of 256 do not fit
+  EXPECT_TRUE(verify_attention(16, 8, 256, 16, DType::bf16, k_sm89_bytes, 4));
+  // GQA 7:1 at 1 + 3: 7 is prime and 7 x 4 > 16, so one head an item.
+  EXPECT_EQ(verify_attention(28, 4, 128, 16, DType::f8_e4m3, k_sm90_bytes, 4)->heads_per_cta, 1);
+}
+
+// Speculating adds the verify shapes (serving_verify_shapes) to the graphs, never modules.
+TEST(KernelCatalog, SpeculationAddsVerifyGraphsOnly) {
+  KernelNeeds needs = needs_of(bench_config("llama-3.1-8b"));
+  const ServingCatalog plain = kernel_catalog(k_h200, needs);
+  needs.max_verify_tokens = 8;
+  needs.verify_token_capacity = 128;
+  needs.verify_graph_budget = 64;
+  const ServingCatalog speculating = kernel_catalog(k_h200, needs);
+  EXPECT_EQ(speculating.modules, plain.modules);
+  // Buckets 1-16 take widths 2-8 (16 x 8 = 128 tokens), 32 widths 2-4, 64 width 2.
+  EXPECT_EQ(speculating.graphs.size(), plain.graphs.size() + 5 * 7 + 3 + 1);
 }
 
 TEST(KernelCatalog, PlatformRoundTripsThroughTheDeviceFacts) {

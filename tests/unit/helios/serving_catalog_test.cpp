@@ -22,6 +22,9 @@ ServingCatalog sample_catalog() {
   c.needs.page_size_tokens = 16;
   c.needs.decode_buckets = {1, 2, 4};
   c.needs.prefill_chunk_tokens = 2048;
+  c.needs.max_verify_tokens = 4;
+  c.needs.verify_token_capacity = 8;
+  c.needs.verify_graph_budget = 64;
   c.modules = {"attention_decode -DHEAD_DIM=128 -DPAGE_SIZE=16 -DGROUP=4 -DKV_FP8=0 -DKV_STAGES=2", "embedding",
                "rms_norm"};
   c.graphs = serving_step_shapes(c.needs);
@@ -52,6 +55,50 @@ TEST(ServingCatalog, StepShapesArePrefillChunksThenDecodeBucketsLargestFirstPerK
   // A one-token chunk has no prefill graph (it is a decode step).
   const DType bf16[] = {DType::bf16};
   EXPECT_EQ(serving_step_shapes(buckets, 1, bf16).size(), 3u);
+}
+
+// Verify shapes: every width of 2..max at the smallest buckets first, within the token capacity and
+// the budget, ordered largest step first; only verify shapes when speculating.
+TEST(ServingCatalog, VerifyShapesAreBoundedByCapacityAndBudget) {
+  const std::vector<std::int32_t> buckets = {4, 1, 2};
+  const auto shape = [](std::int32_t rows, std::int32_t width) { return StepShape{rows, width, width, DType::bf16}; };
+  // Capacity 8: bucket 4 takes width 2 only; the budget (64) binds nothing.
+  EXPECT_EQ(serving_verify_shapes(buckets, 4, 8, 64, DType::bf16),
+            (std::vector<StepShape>{shape(4, 2), shape(2, 4), shape(2, 3), shape(2, 2), shape(1, 4), shape(1, 3),
+                                    shape(1, 2)}));
+  // A budget of 4: bucket 1's three widths, then bucket 2's widest.
+  EXPECT_EQ(serving_verify_shapes(buckets, 4, 128, 4, DType::bf16),
+            (std::vector<StepShape>{shape(2, 4), shape(1, 4), shape(1, 3), shape(1, 2)}));
+  EXPECT_TRUE(serving_verify_shapes(buckets, 0, 128, 64, DType::bf16).empty());  // not speculating
+  EXPECT_TRUE(serving_verify_shapes(buckets, 1, 128, 64, DType::bf16).empty());  // no drafts
+  EXPECT_TRUE(serving_verify_shapes(buckets, 8, 128, 0, DType::bf16).empty());
+  for (const StepShape& s : serving_verify_shapes(buckets, 16, 128, 64, DType::bf16)) {
+    EXPECT_TRUE(s.is_verify()) << s.describe();
+    EXPECT_LE(s.n_tokens(), 128);
+  }
+  // In the step shapes: after the prefill chunk, before the decode buckets.
+  const DType bf16[] = {DType::bf16};
+  const std::vector<StepShape> all = serving_step_shapes(buckets, 512, bf16, 3, 128, 64);
+  ASSERT_EQ(all.size(), 2u + 6u + 3u);
+  EXPECT_EQ(all[2], shape(4, 3));
+  EXPECT_EQ(all[7], shape(1, 2));
+  EXPECT_EQ(all[8], (StepShape{4, 1, 1, DType::bf16}));
+}
+
+// A catalog recorded before verify graphs (no verify members) reads as one without speculation.
+TEST(ServingCatalog, CatalogsWithoutVerifyMembersReadAsNotSpeculating) {
+  ServingCatalog c = sample_catalog();
+  std::string text = serving_catalog_serialize(c);
+  for (const std::string member : {",\"max_verify_tokens\":4", ",\"verify_token_capacity\":8", ",\"verify_graph_budget\":64"}) {
+    const std::size_t at = text.find(member);
+    ASSERT_NE(at, std::string::npos) << member << " in " << text;
+    text.erase(at, member.size());
+  }
+  const ServingCatalog parsed = serving_catalog_parse(text, "test");
+  EXPECT_EQ(parsed.needs.max_verify_tokens, 0);
+  EXPECT_EQ(parsed.needs.verify_token_capacity, 0);
+  EXPECT_EQ(parsed.needs.verify_graph_budget, 0);
+  EXPECT_EQ(parsed.modules, c.modules);
 }
 
 TEST(ServingCatalog, SerializationRoundTrips) {

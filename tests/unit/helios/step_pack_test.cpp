@@ -28,6 +28,7 @@ TEST(StepPack, OffsetsDependOnlyOnTheShape) {
   EXPECT_EQ(short_tables.token_rows, long_tables.token_rows);
   EXPECT_EQ(short_tables.logit_tokens, long_tables.logit_tokens);
   EXPECT_EQ(short_tables.row_first_block, long_tables.row_first_block);
+  EXPECT_EQ(short_tables.row_first_token, long_tables.row_first_token);
   EXPECT_EQ(short_tables.block_tables, long_tables.block_tables);
   EXPECT_EQ(short_tables.size + 6, long_tables.size);
 }
@@ -45,6 +46,7 @@ TEST(StepPack, WritesEveryArray) {
   EXPECT_EQ(at(l.token_rows, 4), (std::vector<std::int32_t>{0, 0, 0, 1}));
   EXPECT_EQ(at(l.logit_tokens, 3), (std::vector<std::int32_t>{1, 2, 3}));  // the chunk's last two, the decode row
   EXPECT_EQ(at(l.row_first_block, 2), (std::vector<std::int32_t>{0, 2}));
+  EXPECT_EQ(at(l.row_first_token, 2), (std::vector<std::int32_t>{0, 3}));  // the chunk's 3 tokens, then the decode row
   EXPECT_EQ(at(l.block_tables, 5), (std::vector<std::int32_t>{4, 5, 6, 7, 8}));
   EXPECT_EQ(packed[l.size], -99);  // nothing past the layout
   EXPECT_LE(l.size, StepPackLayout::capacity(4, 2, 5));
