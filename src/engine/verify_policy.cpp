@@ -44,6 +44,7 @@ void VerifyPolicy::record_step(std::int32_t n_rows, std::int32_t widest_row_toke
   const auto width = std::size_t(std::clamp<std::int64_t>(widest_row_tokens, 1, std::int64_t(kWidths) - 1));
   double& slot = step_ms_[bucket(n_rows)][width];
   slot = slot > 0.0 ? kStepDecay * slot + (1.0 - kStepDecay) * ms : ms;
+  if (width == 1) last_decode_step_[bucket(n_rows)] = std::max<std::int64_t>(n_steps_, 1);
 }
 
 double VerifyPolicy::relative_cost(std::int32_t n_rows, std::int32_t k) const {
@@ -71,12 +72,14 @@ std::int32_t VerifyPolicy::trial_interval(std::int32_t n_rows) const {
 
 void VerifyPolicy::begin_step(std::int32_t n_rows) {
   ++n_steps_;
-  trial_step_ = n_steps_ - last_trial_ >= trial_interval(n_rows);
+  const std::int64_t last_decode = last_decode_step_[bucket(n_rows)];
+  decode_step_ = last_decode == 0 ? n_steps_ > 1 : n_steps_ - last_decode >= kDecodeRefreshSteps;
+  trial_step_ = !decode_step_ && n_steps_ - last_trial_ >= trial_interval(n_rows);
   if (trial_step_) last_trial_ = n_steps_;
 }
 
 std::int32_t VerifyPolicy::draft_count(const AcceptanceEstimate& acceptance, std::int32_t k_max, std::int32_t n_rows) const {
-  if (k_max <= 0) return 0;
+  if (k_max <= 0 || decode_step_) return 0;
   const double alpha = acceptance.rate();
   std::int32_t best = 0;
   double best_rate = 1.0;  // ordinary decoding: one token a decode step

@@ -11,8 +11,10 @@
 // measured. Choices that stopped drafting try one draft together on trial steps, spaced so that
 // their extra cost stays within about 2% of the decode steps between them (every 8th step where
 // a verify step costs little over a decode step, far fewer where it costs several): a text that
-// turns repetitive is still noticed, and useless drafts cannot slow a large batch down. Engine
-// thread only.
+// turns repetitive is still noticed, and useless drafts cannot slow a large batch down. A batch
+// size whose decode step has not been timed for a while (or ever: when every row drafts from the
+// first step, no plain decode step happens on its own) gets a step without drafts, so the ratio
+// the decisions rest on is measured rather than assumed. Engine thread only.
 #pragma once
 
 #include <array>
@@ -41,6 +43,8 @@ class VerifyPolicy {
   double relative_cost(std::int32_t n_rows, std::int32_t k) const;
   // Decode steps between trial steps at n_rows rows (see above).
   std::int32_t trial_interval(std::int32_t n_rows) const;
+  // Steps after which a batch size's decode cost is timed again.
+  static constexpr std::int64_t kDecodeRefreshSteps = 128;
 
  private:
   static constexpr std::size_t kBuckets = 12;  // rows 1, 2, 3-4, 5-8, ... 1025+
@@ -48,7 +52,9 @@ class VerifyPolicy {
   static std::size_t bucket(std::int32_t n_rows);
   // EMA of step times by bucket and widest row's tokens (index 1: decode steps); 0: none yet.
   std::array<std::array<double, kWidths>, kBuckets> step_ms_{};
+  std::array<std::int64_t, kBuckets> last_decode_step_{};  // step of each bucket's last decode timing
   std::int64_t n_steps_ = 0;        // begin_step calls
+  bool decode_step_ = false;        // this step measures the decode cost: no drafts
   std::int64_t last_trial_ = 0;     // the step of the last trial
   bool trial_step_ = false;
 };

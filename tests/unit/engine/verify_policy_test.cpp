@@ -20,6 +20,7 @@ TEST(VerifyPolicy, RejectedDraftsFallBackToOrdinaryDecodingAndRetry) {
   AcceptanceEstimate acceptance;
   for (int i = 0; i < 30; ++i) acceptance.record(4, 0);
   EXPECT_LT(acceptance.rate(), 0.1);
+  policy.record_step(4, 1, 1.0);  // the decode step of this batch size is known
   int n_tried = 0;
   for (int round = 0; round < 32; ++round) {
     policy.begin_step(4);
@@ -49,11 +50,41 @@ TEST(VerifyPolicy, TrialStepsAreRareWhereVerifyStepsAreDear) {
     int drafting = 0;
     for (const auto& a : rows) drafting += policy.draft_count(a, 5, 16) > 0;
     EXPECT_TRUE(drafting == 0 || drafting == 16) << "rows try together, on one step";
+    policy.record_step(16, drafting > 0 ? 2 : 1, drafting > 0 ? 1.5 : 0.3);  // as the engine times it
     n_trial_steps += drafting > 0;
     n_trial_rows += drafting;
   }
   EXPECT_EQ(n_trial_steps, 5);
   EXPECT_EQ(n_trial_rows, 5 * 16);
+}
+
+// Where every row drafts from the first step, no decode step would ever be timed and a verify
+// step's cost would stay a guess: the policy makes the next step a decode step, and times it
+// again every kDecodeRefreshSteps steps.
+TEST(VerifyPolicy, ADecodeStepIsTimedBeforeDraftsGoOn) {
+  VerifyPolicy policy;
+  AcceptanceEstimate good;
+  for (int i = 0; i < 30; ++i) good.record(5, 5);
+  policy.begin_step(16);
+  EXPECT_GT(policy.draft_count(good, 5, 16), 0);  // the first step drafts (nothing measured yet)
+  policy.record_step(16, 6, 3.0);
+  for (int i = 0; i < 3; ++i) {
+    policy.begin_step(16);
+    EXPECT_EQ(policy.draft_count(good, 5, 16), 0) << "no decode step timed yet";
+  }
+  policy.record_step(16, 1, 0.5);  // the decode step: verify steps cost 6x
+  policy.begin_step(16);
+  EXPECT_NEAR(policy.relative_cost(16, 5), 6.0, 1e-9);
+  // Five drafts now cost 6x for under 6 tokens; four (not measured: assumed cheap) pay.
+  EXPECT_EQ(policy.draft_count(good, 5, 16), 4);
+  int n_decode_steps = 0;
+  for (int step = 0; step < int(VerifyPolicy::kDecodeRefreshSteps) + 1; ++step) {
+    policy.begin_step(16);
+    const bool drafts = policy.draft_count(good, 5, 16) > 0;
+    n_decode_steps += !drafts;
+    policy.record_step(16, drafts ? 5 : 1, drafts ? 0.6 : 0.5);
+  }
+  EXPECT_EQ(n_decode_steps, 1);  // one refresh
 }
 
 TEST(VerifyPolicy, MeasuredCostsDecide) {
