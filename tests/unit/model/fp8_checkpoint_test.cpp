@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "harness.h"
 #include "helios/dtype.h"
+#include "model/architecture.h"
 #include "model/checkpoint.h"
 #include "model/fp8_matrix.h"
 #include "model/prepared_weights.h"
@@ -458,6 +459,11 @@ TEST_F(Fp8MoeCheckpoint, ExpertsStayFp8AndComputeTheBf16Logits) {
         return it != bf16.end() ? std::uint64_t(it->second.bytes.size()) : 0;
       });
       EXPECT_EQ(bf16_summary.expert_bytes, 2 * 2 * 8 * (128 * 64 + 64 * 64));
+      // The memory plan counts the FP8 experts as the package stores them, before reading any weight.
+      const ModelSpec spec = model_spec_load(root_ / "fp8");
+      const WeightTable table = architecture_of(spec).weight_table(spec);
+      EXPECT_EQ(table.prepared_bytes() - table.prepared_bytes(spec.quantization),
+                bf16_summary.expert_bytes - summary.expert_bytes);
       EXPECT_EQ(bf16_summary.decode_weight_bytes - summary.decode_weight_bytes,
                 (bf16_summary.stored_bytes - summary.stored_bytes) -
                     (bf16_summary.expert_bytes - summary.expert_bytes) * 6 / 8);  // 6 of 8 experts unread
