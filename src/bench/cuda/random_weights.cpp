@@ -31,11 +31,13 @@ struct Builder {
   }
   // A projection matrix [rows, cols], or a stack of n_batch matrices (experts): FP8 with 128 x 128
   // block scales where asked for and the backend takes it (supports_fp8_weights, for stacks
-  // supports_fp8_experts, as the loader decides), a stack's scales a stack too; else BF16.
-  model::Weight projection(std::int64_t rows, std::int64_t cols, std::int32_t n_batch) {
+  // supports_fp8_experts, as the loader decides), a stack's scales a stack too; else BF16 (and the
+  // router always, as FP8 checkpoints leave it).
+  model::Weight projection(const model::WeightEntry& entry) {
     model::Weight w;
-    const std::int64_t matrix_rows = rows / n_batch;
-    const bool fp8 = matrices == DType::f8_e4m3 &&
+    const std::int32_t n_batch = entry.n_batch;
+    const std::int64_t rows = entry.rows(), cols = entry.cols, matrix_rows = rows / n_batch;
+    const bool fp8 = matrices == DType::f8_e4m3 && entry.role != "router" &&
                      (n_batch == 1 ? backend.supports_fp8_weights(rows, cols, 128, 128)
                                    : matrix_rows % 128 == 0 && backend.supports_fp8_experts(matrix_rows, cols, 128, 128));
     if (!fp8) {
@@ -90,7 +92,7 @@ model::LoadedWeights random_weights(const model::ModelSpec& spec, helios::Backen
       switch (entry.kind) {
         case WeightKind::projection: {
           model::Weight w = entry.mxfp4 ? b.mxfp4(entry.rows(), entry.cols)
-                                        : b.projection(entry.rows(), entry.cols, entry.n_batch);
+                                        : b.projection(entry);
           if (entry.mxfp4) {
             w.values = model::as_stack(w.values, entry.n_batch);
             w.quant.scales = model::as_stack(w.quant.scales, entry.n_batch);

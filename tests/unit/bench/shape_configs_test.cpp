@@ -35,11 +35,11 @@ TEST(ShapeConfigs, Qwen3MoeFp8ShapeReadsItsFp8Experts) {
   EXPECT_EQ(s.quantization.block_cols, 128);
   EXPECT_EQ(s.moe.n_experts, 128);
   EXPECT_EQ(s.moe.top_k, 8);
-  // Per layer: qkv 5120x2048, o 2048x4096 and the router 128x2048 (FP8 matrices: the bench's
-  // random weights quantize every projection), 8 experts of gate_up 1536x2048 and down 2048x768;
-  // f32 norms (2 x 2048) and q/k norms (2 x 128). Then the final norm and the 151936x2048 head (BF16).
+  // Per layer: qkv 5120x2048 and o 2048x4096 in FP8, the router 128x2048 in BF16 (as the checkpoint
+  // leaves it), 8 experts of gate_up 1536x2048 and down 2048x768 in FP8; f32 norms (2 x 2048) and
+  // q/k norms (2 x 128). Then the final norm and the 151936x2048 head (BF16).
   const double per_fp8 = 1.0 + 4.0 / (128 * 128);
-  const double layer = per_fp8 * (5120.0 * 2048 + 2048.0 * 4096 + 128.0 * 2048) +
+  const double layer = per_fp8 * (5120.0 * 2048 + 2048.0 * 4096) + 2.0 * 128 * 2048 +
                        8 * per_fp8 * (1536.0 * 2048 + 2048.0 * 768) + 4.0 * (2 * 2048 + 2 * 128);
   EXPECT_DOUBLE_EQ(decode_weight_bytes(s, helios::DType::f8_e4m3), 48 * layer + 2048 * 4 + 151936.0 * 2048 * 2);
   // The BF16 shape's experts read twice the bytes.
