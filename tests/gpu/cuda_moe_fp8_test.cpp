@@ -153,15 +153,28 @@ class CudaMoeFp8 : public BackendVersusCpuTest {
     return host_values(c_out);
   }
 
-  // moe_experts of random x [n, hidden] under `r` on both backends (`on`: another CUDA backend of
-  // the device, e.g. one forcing a kernel path); checks the GPU's output against the CPU's.
-  void check(const Experts& s, const Routing& r, std::int64_t n, std::int64_t k, const std::string& label,
-             cuda::CudaBackend* on = nullptr) {
+  // A step's input x [n, hidden] and the CPU's moe_experts of it under `r` (the reference every
+  // path of the step is checked against: the CPU decodes the large stacks slowly).
+  struct Reference {
+    std::vector<std::uint16_t> x;
+    std::vector<float> out;
+  };
+  Reference reference(const Experts& s, const Routing& r, std::int64_t n, std::int64_t k) {
+    Reference ref;
+    ref.x = random_bf16(std::size_t(n * s.hidden), 1.0f);
+    ref.out = cpu_experts(s, ref.x, r.cpu_ids, r.cpu_weights, n, k);
+    return ref;
+  }
+
+  // moe_experts of `ref`'s x under `r` on the GPU (`on`: another CUDA backend of the device, e.g.
+  // one forcing a kernel path), checked against the CPU's output.
+  void check(const Experts& s, const Routing& r, std::int64_t n, std::int64_t k, const Reference& ref,
+             const std::string& label, cuda::CudaBackend* on = nullptr) {
     cuda::CudaBackend& gpu = on ? *on : *gpu_;
     gpu_->synchronize();  // the stacks and routing were uploaded on gpu_'s stream
     const std::int64_t hidden = s.hidden, inter = s.inter, pairs = n * k;
-    const auto x = random_bf16(std::size_t(n * hidden), 1.0f);
-    const std::vector<float> want = cpu_experts(s, x, r.cpu_ids, r.cpu_weights, n, k);
+    const std::vector<std::uint16_t>& x = ref.x;
+    const std::vector<float>& want = ref.out;
     const Matrix gx = device_bf16(gpu, x, n, hidden, hidden + 8);
     const Matrix g_gu = device_bf16(gpu, {}, pairs, 2 * inter, 2 * inter),
                  g_act = device_bf16(gpu, {}, pairs, inter, inter + 8),
@@ -200,10 +213,11 @@ class CudaMoeFp8 : public BackendVersusCpuTest {
       const Routing r = route(random_f32(std::size_t(n * s.n_experts), -4.0f, 4.0f), n, s.n_experts, k);
       const std::string label =
           fmt::format("{} n {} k {} E {} inter {} hidden {}", what, n, k, s.n_experts, s.inter, s.hidden);
-      check(s, r, n, k, label);
-      if (n * k <= 32) check(s, r, n, k, label + " fused", fused_backend());
-      check(s, r, n, k, label + " gemv", gemv_backend());
-      check(s, r, n, k, label + " mma", mma_backend());
+      const Reference ref = reference(s, r, n, k);
+      check(s, r, n, k, ref, label);
+      if (n * k <= 32) check(s, r, n, k, ref, label + " fused", fused_backend());
+      check(s, r, n, k, ref, label + " gemv", gemv_backend());
+      check(s, r, n, k, ref, label + " mma", mma_backend());
     }
   }
 
@@ -271,10 +285,11 @@ TEST_F(CudaMoeFp8, OneExpertGetsEveryTokenAndMostGetNone) {
     for (std::int64_t t = 0; t < n; ++t) ASSERT_EQ(r.ids[std::size_t(t * k)], 9);
     ASSERT_LE(distinct.size(), 3u);
     const std::string label = fmt::format("one expert for all, {} of 32 used, n {} k {}", distinct.size(), n, k);
-    check(s, r, n, k, label);
-    if (n * k <= 32) check(s, r, n, k, label + " fused", fused_backend());
-    check(s, r, n, k, label + " gemv", gemv_backend());
-    check(s, r, n, k, label + " mma", mma_backend());
+    const Reference ref = reference(s, r, n, k);
+    check(s, r, n, k, ref, label);
+    if (n * k <= 32) check(s, r, n, k, ref, label + " fused", fused_backend());
+    check(s, r, n, k, ref, label + " gemv", gemv_backend());
+    check(s, r, n, k, ref, label + " mma", mma_backend());
   }
 }
 

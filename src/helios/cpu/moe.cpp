@@ -45,25 +45,29 @@ void gemm_rows(ThreadPool& pool, const Tensor& x, std::int64_t first, std::int64
   gemm_bf16(pool, args);
 }
 
-// Expert e of an FP8 stack decoded into `decoded`: bf16(e4m3 * its block's scale).
-Tensor fp8_expert_matrix(const Tensor& stack, const QuantizedWeight& quant, std::int64_t e,
+// Expert e of an FP8 stack decoded into `decoded` by the pool's threads: bf16(e4m3 * its block's
+// scale).
+Tensor fp8_expert_matrix(ThreadPool& pool, const Tensor& stack, const QuantizedWeight& quant, std::int64_t e,
                          std::vector<std::uint16_t>& decoded) {
   const Tensor values = stack.batch(e), scales = quant.scales.batch(e);
   const std::int64_t rows = values.rows, cols = values.cols;
   decoded.resize(std::size_t(rows * cols));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::uint8_t* v = row<const std::uint8_t>(values, r);
-    const float* s = row<const float>(scales, r / quant.block_rows);
-    std::uint16_t* dst = decoded.data() + r * cols;
-    for (std::int64_t c = 0; c < cols; ++c) dst[c] = f32_to_bf16(f8_e4m3_to_f32(v[c]) * s[c / quant.block_cols]);
-  }
+  pool.parallel_for(rows, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::uint8_t* v = row<const std::uint8_t>(values, r);
+      const float* s = row<const float>(scales, r / quant.block_rows);
+      std::uint16_t* dst = decoded.data() + r * cols;
+      for (std::int64_t c = 0; c < cols; ++c) dst[c] = f32_to_bf16(f8_e4m3_to_f32(v[c]) * s[c / quant.block_cols]);
+    }
+  });
   return Tensor{decoded.data(), DType::bf16, rows, cols, cols};
 }
 
 // Expert e of a stack as a BF16 matrix: the stack's own rows, or its MXFP4 or FP8 rows decoded into
 // `decoded`.
-Tensor expert_matrix(const Tensor& stack, const QuantizedWeight& quant, std::int64_t e, std::vector<std::uint16_t>& decoded) {
-  if (quant.format == QuantizedWeight::Format::fp8_e4m3) return fp8_expert_matrix(stack, quant, e, decoded);
+Tensor expert_matrix(ThreadPool& pool, const Tensor& stack, const QuantizedWeight& quant, std::int64_t e,
+                     std::vector<std::uint16_t>& decoded) {
+  if (quant.format == QuantizedWeight::Format::fp8_e4m3) return fp8_expert_matrix(pool, stack, quant, e, decoded);
   if (quant.format != QuantizedWeight::Format::mxfp4) return stack.batch(e);
   const Tensor values = stack.batch(e), scales = quant.scales.batch(e);
   const std::int64_t cols = values.cols * 2;
@@ -208,12 +212,12 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
       std::copy(src, src + hidden, row<float>(scratch.expert_out, r));
     }
   });
-  std::vector<std::uint16_t> decoded;  // an MXFP4 expert's matrix as BF16
+  std::vector<std::uint16_t> decoded;  // an MXFP4 or FP8 expert's matrix as BF16
   for (std::int64_t e = 0; e < n_experts; ++e) {
     const std::int64_t begin = first[std::size_t(e)], count = first[std::size_t(e) + 1] - begin;
     if (count == 0) continue;
-    gemm_rows(pool_, scratch.expert_out, begin, count, expert_matrix(experts.gate_up, experts.gate_up_quant, e, decoded),
-              scratch.gate_up);
+    gemm_rows(pool_, scratch.expert_out, begin, count,
+              expert_matrix(pool_, experts.gate_up, experts.gate_up_quant, e, decoded), scratch.gate_up);
     if (!experts.gate_up_bias.empty()) add_bias(scratch.gate_up, begin, count, experts.gate_up_bias.batch(e));
   }
   pool_.parallel_for(n * k, [&](std::int64_t b, std::int64_t e) {
@@ -227,7 +231,7 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
   for (std::int64_t e = 0; e < n_experts; ++e) {
     const std::int64_t begin = first[std::size_t(e)], count = first[std::size_t(e) + 1] - begin;
     if (count == 0) continue;
-    gemm_rows(pool_, scratch.act, begin, count, expert_matrix(experts.down, experts.down_quant, e, decoded),
+    gemm_rows(pool_, scratch.act, begin, count, expert_matrix(pool_, experts.down, experts.down_quant, e, decoded),
               scratch.expert_out);
     if (!experts.down_bias.empty()) add_bias(scratch.expert_out, begin, count, experts.down_bias.batch(e));
   }
