@@ -327,9 +327,8 @@ class Backend {
   // out[t] = sum_j weights[t, j] * down[e] @ act(gate_up[e] @ x[t]), e = ids[t, j], for j < top_k
   // (ids.cols): x [n_tokens, hidden] activations, ids and weights as router_topk writes them, out
   // like x (biases, where given, added to each expert's products). Each expert's products have
-  // linear's numerics and the activation swiglu's (rounded to the activation dtype), over the
-  // stacks' values (MXFP4 and FP8 values decoded to BF16 first: an FP8 value to bf16(e4m3 *
-  // scale)); the weighted sum over the top_k slots is F32, rounded once. Only the
+  // linear's numerics over BF16 weights (MXFP4 decoded; FP8 as bf16(e4m3 * scale)) and the activation
+  // swiglu's (rounded to the activation dtype); the weighted sum over the top_k slots is F32, rounded once. Only the
   // experts some token chose are read; a step's launch shapes never depend on the routing (graphs).
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                            const MoeScratch& scratch, Tensor out);
