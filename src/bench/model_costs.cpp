@@ -23,18 +23,29 @@ double layer_matrix_parameters(const model::WeightTable& table, double experts, 
   return n;
 }
 
-// Bytes of `experts` matrices of every expert stack and their biases: BF16 (2 bytes a value), or
-// MXFP4 (half a byte a value and a scale byte per 32).
-double expert_stack_bytes(const model::WeightTable& table, double experts) {
+// Bytes of `experts` matrices of every expert stack and their biases: `per_weight` bytes a value
+// (BF16 or FP8 with its block scales), or MXFP4 (half a byte a value and a scale byte per 32).
+double expert_stack_bytes(const model::WeightTable& table, double experts, double per_weight) {
   double bytes = 0;
   for (const model::WeightGroup& group : table.groups) {
     for (const model::WeightEntry& entry : group.entries) {
       if (entry.n_batch <= 1) continue;
-      const double per_value = entry.kind == WeightKind::vector ? 4.0 : entry.mxfp4 ? 0.5 + 1.0 / 32 : 2.0;
+      const double per_value = entry.kind == WeightKind::vector ? 4.0 : entry.mxfp4 ? 0.5 + 1.0 / 32 : per_weight;
       bytes += per_value * double(entry.n_elements()) / entry.n_batch * experts;
     }
   }
   return bytes;
+}
+
+// The routers' elements (BF16 in FP8 checkpoints and in the bench's FP8 random weights).
+double router_parameters(const model::WeightTable& table) {
+  double n = 0;
+  for (const model::WeightGroup& group : table.groups) {
+    for (const model::WeightEntry& entry : group.entries) {
+      if (entry.kind == WeightKind::projection && entry.role == "router") n += double(entry.n_elements());
+    }
+  }
+  return n;
 }
 
 // The output head's elements (the embedding's, when tied).
@@ -49,7 +60,7 @@ double head_parameters(const model::WeightTable& table) {
 double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices) {
   const model::WeightTable table = model::architecture_of(s).weight_table(s);
   const double experts = double(s.moe.top_k);
-  // FP8 matrices: a byte per weight and an f32 scale per 128 x 128 block.
+  // FP8 matrices (experts too, not the routers): a byte per weight and an f32 scale per 128 x 128 block.
   const double per_weight = matrices == helios::DType::f8_e4m3 ? 1.0 + 4.0 / (128 * 128) : 2.0;
   double vectors = 0;
   for (const model::WeightGroup& group : table.groups) {
@@ -57,7 +68,9 @@ double decode_weight_bytes(const model::ModelSpec& s, helios::DType matrices) {
       if (entry.kind == WeightKind::vector && entry.n_batch <= 1) vectors += 4.0 * double(entry.n_elements());
     }
   }
-  return per_weight * layer_matrix_parameters(table, 0, false) + expert_stack_bytes(table, experts) + vectors +
+  const double routers = router_parameters(table);
+  return per_weight * (layer_matrix_parameters(table, 0, false) - routers) + 2.0 * routers +
+         expert_stack_bytes(table, experts, per_weight) + vectors +
          2.0 * head_parameters(table);
 }
 

@@ -152,8 +152,10 @@ enum class GatedActivation : std::uint8_t {
   clamped_silu, // gpt-oss: g = min(gate, L), u = clamp(up, -L, L), (u + 1) * g * sigmoid(alpha * g)
 };
 
-// One mixture-of-experts MLP's expert stacks: BF16, or MXFP4 where the quant says so (values u8
-// stacks of half the columns, scales u8 stacks of a 32nd of them).
+// One mixture-of-experts MLP's expert stacks: BF16, MXFP4 where the quant says so (values u8
+// stacks of half the columns, scales u8 stacks of a 32nd of them), or FP8 E4M3 with block scales
+// (values f8_e4m3 stacks of the same shape, scales f32 stacks [E][ceil(rows / block_rows),
+// ceil(cols / block_cols)]; a backend takes them where supports_fp8_experts says so).
 struct MoeExperts {
   Tensor gate_up;  // [n_experts][2 * inter, hidden] bf16: each expert's gate rows, then its up rows
   Tensor down;     // [n_experts][hidden, inter] bf16
@@ -281,6 +283,14 @@ class Backend {
   }
   virtual void linear_fp8(const Tensor& x, const Tensor& weight, const QuantizedWeight& scales, const Tensor* bias,
                           Tensor out);
+  // FP8 expert stacks kept as FP8: whether moe_experts takes a stack of matrices [rows, cols]
+  // f8_e4m3 with F32 scales in blocks of block_rows x block_cols (QuantizedWeight, the scales a
+  // stack too: each matrix's blocks its own). The loader dequantizes the stacks to BF16 where it
+  // answers false.
+  virtual bool supports_fp8_experts(std::int64_t /*rows*/, std::int64_t /*cols*/, std::int32_t /*block_rows*/,
+                                    std::int32_t /*block_cols*/) {
+    return false;
+  }
   // Called once the FP8 weights are loaded, before any step, with the largest k among them: the
   // backend loads and sizes what linear_fp8 needs then (nothing may be allocated inside a capture).
   virtual void reserve_fp8_linear(std::int64_t /*max_cols*/) {}
@@ -317,8 +327,8 @@ class Backend {
   // out[t] = sum_j weights[t, j] * down[e] @ act(gate_up[e] @ x[t]), e = ids[t, j], for j < top_k
   // (ids.cols): x [n_tokens, hidden] activations, ids and weights as router_topk writes them, out
   // like x (biases, where given, added to each expert's products). Each expert's products have
-  // linear's numerics and the activation swiglu's (rounded to
-  // the activation dtype); the weighted sum over the top_k slots is F32, rounded once. Only the
+  // linear's numerics over BF16 weights (MXFP4 decoded; FP8 as bf16(e4m3 * scale)) and the activation
+  // swiglu's (rounded to the activation dtype); the weighted sum over the top_k slots is F32, rounded once. Only the
   // experts some token chose are read; a step's launch shapes never depend on the routing (graphs).
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                            const MoeScratch& scratch, Tensor out);

@@ -221,7 +221,8 @@ int run_export(const ExportOptions& options) {
 
   // Memory plan, before any weight is read.
   MemoryDemand demand;
-  demand.weight_bytes = architecture.weight_table(spec).prepared_bytes() + (draft ? draft->weight_bytes : 0);
+  demand.weight_bytes =
+      architecture.weight_table(spec).prepared_bytes(spec.quantization) + (draft ? draft->weight_bytes : 0);
   // The activations of the largest step (a prefill chunk beside a verify row per slot), as BF16,
   // for the target and (its forwards run one at a time, but keep their own arenas) the draft.
   const auto step_rows = static_cast<std::int32_t>(max_concurrency) + 1;

@@ -143,14 +143,15 @@ struct RuntimeLoader {
     return tensor;
   }
 
-  // A projection matrix [rows, cols]: BF16, or FP8 with block scales. A backend that keeps FP8
-  // weights gets them as stored; another gets them dequantized to BF16, as a BF16 package holds them.
-  // An expert stack (keep_fp8 false) is dequantized to BF16 always: no backend takes FP8 experts yet.
+  // A projection matrix [rows, cols], or a stack of n_batch matrices [rows / n_batch, cols] (experts):
+  // BF16, or FP8 with block scales. A backend that keeps FP8 weights (supports_fp8_weights; for
+  // stacks supports_fp8_experts) gets them as stored, a stack's scales a stack too; another gets them
+  // dequantized to BF16, as a BF16 package holds them.
   helios::Tensor matrix(const std::string& name, std::int64_t rows, std::int64_t cols, helios::QuantizedWeight& scales,
-                        bool keep_fp8 = true) {
+                        std::int32_t n_batch) {
     PreparedTensorRef ref;
     if (!lookup(name, ref)) fail_input("package weights: tensor '{}' is missing", name);
-    if (ref.dtype != DType::f8_e4m3) return load(name, DType::bf16, {rows, cols});
+    if (ref.dtype != DType::f8_e4m3) return as_stack(load(name, DType::bf16, {rows, cols}), n_batch);
     PreparedTensorRef block_ref;
     if (!lookup(name + ".scale_block", block_ref)) fail_input("package weights: FP8 tensor '{}' has no scale block", name);
     check(name + ".scale_block", block_ref, DType::i32, {2});
@@ -175,18 +176,26 @@ struct RuntimeLoader {
       scale_values = std::move(per_row);
       block_rows = 1;
     }
-    if (!keep_fp8 || !backend.supports_fp8_weights(rows, cols, std::int32_t(block_rows), std::int32_t(block_cols))) {
+    // A stack keeps FP8 only where each matrix's rows are whole blocks (its scales its own).
+    const std::int64_t matrix_rows = rows / std::max<std::int32_t>(n_batch, 1);
+    const bool keep_fp8 =
+        n_batch <= 1 ? backend.supports_fp8_weights(rows, cols, std::int32_t(block_rows), std::int32_t(block_cols))
+                     : matrix_rows % block_rows == 0 &&
+                           backend.supports_fp8_experts(matrix_rows, cols, std::int32_t(block_rows),
+                                                        std::int32_t(block_cols));
+    if (!keep_fp8) {
       const std::vector<std::uint16_t> bf16 =
           fp8_dequantize_bf16(values, scale_values.data(), rows, cols, block_rows, block_cols);
-      return upload(std::as_bytes(std::span(bf16)), DType::bf16, rows, cols);
+      return as_stack(upload(std::as_bytes(std::span(bf16)), DType::bf16, rows, cols), n_batch);
     }
     scales.format = helios::QuantizedWeight::Format::fp8_e4m3;
     scales.block_rows = std::int32_t(block_rows);
     scales.block_cols = std::int32_t(block_cols);
-    scales.scales = upload(std::as_bytes(std::span(scale_values)), DType::f32, (rows + block_rows - 1) / block_rows,
-                           (cols + block_cols - 1) / block_cols);
-    max_fp8_cols = std::max(max_fp8_cols, cols);
-    return upload(ref.bytes, DType::f8_e4m3, rows, cols);
+    scales.scales = as_stack(upload(std::as_bytes(std::span(scale_values)), DType::f32,
+                                    (rows + block_rows - 1) / block_rows, (cols + block_cols - 1) / block_cols),
+                             n_batch);
+    if (n_batch <= 1) max_fp8_cols = std::max(max_fp8_cols, cols);  // linear_fp8's; experts need nothing
+    return as_stack(upload(ref.bytes, DType::f8_e4m3, rows, cols), n_batch);
   }
 
   void check(const std::string& name, const PreparedTensorRef& ref, DType dtype, const std::vector<std::int64_t>& shape) {
@@ -256,8 +265,7 @@ LoadedWeights weights_from_prepared(const ModelSpec& spec, const PreparedLookup&
             weight.values = loader.mxfp4_stack(entry, weight.quant);
             break;
           }
-          weight.values = loader.matrix(entry.name, entry.rows(), entry.cols, weight.quant, entry.n_batch == 1);
-          weight.values = as_stack(weight.values, entry.n_batch);
+          weight.values = loader.matrix(entry.name, entry.rows(), entry.cols, weight.quant, entry.n_batch);
           break;
         case WeightKind::table:
           weight.values = loader.load(entry.name, DType::bf16, {entry.rows(), entry.cols});

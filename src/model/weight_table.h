@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "helios/backend.h"
+#include "model/spec.h"
 
 namespace flare::model {
 
@@ -79,8 +80,11 @@ struct WeightTable {
   // What one token multiplies by: every element, but of each expert stack only top_k of its n_batch
   // matrices (the experts one token activates).
   std::int64_t n_active_parameters(std::int32_t top_k) const;
-  // Bytes of the prepared tensors with BF16 projections and tables and F32 vectors.
-  std::uint64_t prepared_bytes() const;
+  // Bytes of the prepared tensors with BF16 projections and tables and F32 vectors; given an FP8
+  // checkpoint's quantization, its expert stacks at stored precision (a byte a value, F32 scales
+  // and the block shape) where every backend keeps them FP8 (weight_table.cpp). Other FP8
+  // matrices count as BF16: a backend without FP8 GEMMs for them dequantizes them at load.
+  std::uint64_t prepared_bytes(const WeightQuantization& quantization = {}) const;
 };
 
 // A loaded weight: its values on a backend and, for FP8 values, their scales.

@@ -54,7 +54,11 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
   report.model_name = m.name;
   report.model_source = m.source;
   report.n_parameters = m.spec.n_parameters();
-  report.weight_bytes_per_token = decode_weight_bytes(m.spec, bench_model_random_weights(m) ? options.weights : helios::DType::bf16);
+  // Random weights are FP8 where asked for or where the shape is an FP8 checkpoint's (its
+  // quantization_config).
+  const helios::DType matrices = m.spec.quantization.fp8 ? helios::DType::f8_e4m3 : options.weights;
+  report.options.weights = matrices;
+  report.weight_bytes_per_token = decode_weight_bytes(m.spec, bench_model_random_weights(m) ? matrices : helios::DType::bf16);
 
   hc::CudaBackend backend(options.gpu, options.kernel_cache.value_or(Config{}.kernel_cache()),
                           std::filesystem::path(hc::k_default_cuda_root), options.backend);
@@ -71,7 +75,7 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
                                report.rates.gemm_tflops));
 
   TimingBackend timing(backend);
-  const std::unique_ptr<model::Model> model = load_model(m, timing, fill, options.seed, options.weights);
+  const std::unique_ptr<model::Model> model = load_model(m, timing, fill, options.seed, matrices);
   timing.name_weights(model->weights().roles_by_address(model->architecture().weight_table(model->spec())));
   const std::int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
   // Fixed buffer addresses for every step of the run (what captured graphs need).

@@ -29,19 +29,26 @@ struct Builder {
     weights.own(std::move(buffer));
     return t;
   }
-  // A projection matrix: FP8 with 128 x 128 block scales where asked for, allowed (expert stacks
-  // are BF16, as the loader keeps them) and the backend takes it.
-  model::Weight projection(std::int64_t rows, std::int64_t cols, bool allow_fp8) {
+  // A projection matrix [rows, cols], or a stack of n_batch matrices (experts): FP8 with 128 x 128
+  // block scales where asked for and the backend takes it (supports_fp8_weights, for stacks
+  // supports_fp8_experts, as the loader decides), a stack's scales a stack too; else BF16 (and the
+  // router always, as FP8 checkpoints leave it).
+  model::Weight projection(const model::WeightEntry& entry) {
     model::Weight w;
-    if (matrices != DType::f8_e4m3 || !allow_fp8 || !backend.supports_fp8_weights(rows, cols, 128, 128)) {
-      w.values = make(DType::bf16, rows, cols, k_matrix_scale, 0);
+    const std::int32_t n_batch = entry.n_batch;
+    const std::int64_t rows = entry.rows(), cols = entry.cols, matrix_rows = rows / n_batch;
+    const bool fp8 = matrices == DType::f8_e4m3 && entry.role != "router" &&
+                     (n_batch == 1 ? backend.supports_fp8_weights(rows, cols, 128, 128)
+                                   : matrix_rows % 128 == 0 && backend.supports_fp8_experts(matrix_rows, cols, 128, 128));
+    if (!fp8) {
+      w.values = model::as_stack(make(DType::bf16, rows, cols, k_matrix_scale, 0), n_batch);
       return w;
     }
     w.quant.format = helios::QuantizedWeight::Format::fp8_e4m3;
     w.quant.block_rows = w.quant.block_cols = 128;
-    w.quant.scales = make(DType::f32, (rows + 127) / 128, (cols + 127) / 128, 0.001f, 0.005f);
-    max_fp8_cols = std::max(max_fp8_cols, cols);
-    w.values = make(DType::f8_e4m3, rows, cols, 0, 0);
+    w.quant.scales = model::as_stack(make(DType::f32, (rows + 127) / 128, (cols + 127) / 128, 0.001f, 0.005f), n_batch);
+    if (n_batch == 1) max_fp8_cols = std::max(max_fp8_cols, cols);
+    w.values = model::as_stack(make(DType::f8_e4m3, rows, cols, 0, 0), n_batch);
     return w;
   }
   // An MXFP4 expert stack [rows, cols] (gpt-oss): random value bytes (two E2M1 values each) and
@@ -85,9 +92,11 @@ model::LoadedWeights random_weights(const model::ModelSpec& spec, helios::Backen
       switch (entry.kind) {
         case WeightKind::projection: {
           model::Weight w = entry.mxfp4 ? b.mxfp4(entry.rows(), entry.cols)
-                                        : b.projection(entry.rows(), entry.cols, entry.n_batch == 1);
-          w.values = model::as_stack(w.values, entry.n_batch);
-          if (entry.mxfp4) w.quant.scales = model::as_stack(w.quant.scales, entry.n_batch);
+                                        : b.projection(entry);
+          if (entry.mxfp4) {
+            w.values = model::as_stack(w.values, entry.n_batch);
+            w.quant.scales = model::as_stack(w.quant.scales, entry.n_batch);
+          }
           weights.add(entry.name, w);
           break;
         }

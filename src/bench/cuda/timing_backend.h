@@ -76,6 +76,10 @@ class TimingBackend final : public helios::Backend {
   void linear_fp8(const helios::Tensor& x, const helios::Tensor& weight, const helios::QuantizedWeight& scales,
                   const helios::Tensor* bias, helios::Tensor out) override;
   void reserve_fp8_linear(std::int64_t max_cols) override { inner_.reserve_fp8_linear(max_cols); }
+  bool supports_fp8_experts(std::int64_t rows, std::int64_t cols, std::int32_t block_rows,
+                            std::int32_t block_cols) override {
+    return inner_.supports_fp8_experts(rows, cols, block_rows, block_cols);
+  }
   void rotary(helios::Tensor q, helios::Tensor k, std::int32_t head_dim, const helios::RotaryParams& rope) override;
   void kv_store(helios::KvCache& cache, std::int32_t layer, const helios::Tensor& k, const helios::Tensor& v) override;
   void rotary_kv_store(helios::KvCache& cache, std::int32_t layer, helios::Tensor q, helios::Tensor k,

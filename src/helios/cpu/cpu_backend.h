@@ -52,7 +52,11 @@ class CpuBackend : public Backend {
   void soft_cap(Tensor x, float cap) override;
   void scale(Tensor x, float factor) override;
   void gather_logit_rows(const Tensor& x, Tensor out) override;
-  // Mixture of experts (moe.cpp): the pairs of each expert gathered and multiplied as one GEMM.
+  // Mixture of experts (moe.cpp): the pairs of each expert gathered and multiplied as one GEMM;
+  // MXFP4 and FP8 expert stacks (any block shape) decoded to BF16 an expert at a time.
+  bool supports_fp8_experts(std::int64_t, std::int64_t, std::int32_t block_rows, std::int32_t block_cols) override {
+    return block_rows > 0 && block_cols > 0;
+  }
   void router_topk(const Tensor& logits, const RouterParams& params, Tensor ids, Tensor weights) override;
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeExperts& experts,
                    const MoeScratch& scratch, Tensor out) override;

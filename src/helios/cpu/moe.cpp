@@ -2,7 +2,8 @@
 // CUDA kernels are checked against. The (token, slot) pairs are grouped by expert, each expert's
 // pairs gathered into consecutive scratch rows and multiplied as one GEMM per projection, so an
 // expert's weights are read once per step however many tokens chose it. MXFP4 experts are decoded
-// to BF16 (exactly: an E2M1 value times a power of two is a BF16 value) just before their GEMM.
+// to BF16 (exactly: an E2M1 value times a power of two is a BF16 value) just before their GEMM, FP8
+// experts to bf16(e4m3 * scale) (the weights a load that dequantizes them would hold).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -44,8 +45,29 @@ void gemm_rows(ThreadPool& pool, const Tensor& x, std::int64_t first, std::int64
   gemm_bf16(pool, args);
 }
 
-// Expert e of a stack as a BF16 matrix: the stack's own rows, or its MXFP4 rows decoded into `decoded`.
-Tensor expert_matrix(const Tensor& stack, const QuantizedWeight& quant, std::int64_t e, std::vector<std::uint16_t>& decoded) {
+// Expert e of an FP8 stack decoded into `decoded` by the pool's threads: bf16(e4m3 * its block's
+// scale).
+Tensor fp8_expert_matrix(ThreadPool& pool, const Tensor& stack, const QuantizedWeight& quant, std::int64_t e,
+                         std::vector<std::uint16_t>& decoded) {
+  const Tensor values = stack.batch(e), scales = quant.scales.batch(e);
+  const std::int64_t rows = values.rows, cols = values.cols;
+  decoded.resize(std::size_t(rows * cols));
+  pool.parallel_for(rows, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::uint8_t* v = row<const std::uint8_t>(values, r);
+      const float* s = row<const float>(scales, r / quant.block_rows);
+      std::uint16_t* dst = decoded.data() + r * cols;
+      for (std::int64_t c = 0; c < cols; ++c) dst[c] = f32_to_bf16(f8_e4m3_to_f32(v[c]) * s[c / quant.block_cols]);
+    }
+  });
+  return Tensor{decoded.data(), DType::bf16, rows, cols, cols};
+}
+
+// Expert e of a stack as a BF16 matrix: the stack's own rows, or its MXFP4 or FP8 rows decoded into
+// `decoded`.
+Tensor expert_matrix(ThreadPool& pool, const Tensor& stack, const QuantizedWeight& quant, std::int64_t e,
+                     std::vector<std::uint16_t>& decoded) {
+  if (quant.format == QuantizedWeight::Format::fp8_e4m3) return fp8_expert_matrix(pool, stack, quant, e, decoded);
   if (quant.format != QuantizedWeight::Format::mxfp4) return stack.batch(e);
   const Tensor values = stack.batch(e), scales = quant.scales.batch(e);
   const std::int64_t cols = values.cols * 2;
@@ -61,14 +83,29 @@ Tensor expert_matrix(const Tensor& stack, const QuantizedWeight& quant, std::int
 // The stack's dtype and shape per matrix, [rows, cols] as the product sees it.
 void expect_stack(const Tensor& stack, const QuantizedWeight& quant, std::int64_t n_experts, std::int64_t rows,
                   std::int64_t cols, const char* what) {
-  const bool mxfp4 = quant.format == QuantizedWeight::Format::mxfp4;
-  const bool ok = mxfp4 ? stack.dtype == DType::u8 && stack.cols * 2 == cols && quant.scales.dtype == DType::u8 &&
-                              quant.scales.n_batch == n_experts && quant.scales.rows == rows &&
-                              quant.scales.cols * k_mxfp4_block == cols && cols % k_mxfp4_block == 0
-                        : stack.dtype == DType::bf16 && stack.cols == cols && quant.format == QuantizedWeight::Format::none;
+  const Tensor& s = quant.scales;
+  bool ok = false;
+  const char* format = "bf16";
+  switch (quant.format) {
+    case QuantizedWeight::Format::none:
+      ok = stack.dtype == DType::bf16 && stack.cols == cols;
+      break;
+    case QuantizedWeight::Format::mxfp4:
+      format = "mxfp4";
+      ok = stack.dtype == DType::u8 && stack.cols * 2 == cols && s.dtype == DType::u8 && s.n_batch == n_experts &&
+           s.rows == rows && s.cols * k_mxfp4_block == cols && cols % k_mxfp4_block == 0;
+      break;
+    case QuantizedWeight::Format::fp8_e4m3:
+      format = "fp8";
+      ok = stack.dtype == DType::f8_e4m3 && stack.cols == cols && quant.block_rows > 0 && quant.block_cols > 0 &&
+           s.dtype == DType::f32 && s.n_batch == n_experts &&
+           s.rows == (rows + quant.block_rows - 1) / quant.block_rows &&
+           s.cols == (cols + quant.block_cols - 1) / quant.block_cols;
+      break;
+  }
   if (!ok || stack.n_batch != n_experts || stack.rows != rows) {
-    fail(ExitCode::failure, "internal: cpu moe {} is {} [{}][{}, {}], expected [{}][{}, {}]{}", what,
-         dtype_name(stack.dtype), stack.n_batch, stack.rows, stack.cols, n_experts, rows, cols, mxfp4 ? " (mxfp4)" : "");
+    fail(ExitCode::failure, "internal: cpu moe {} is {} [{}][{}, {}], expected [{}][{}, {}] ({})", what,
+         dtype_name(stack.dtype), stack.n_batch, stack.rows, stack.cols, n_experts, rows, cols, format);
   }
 }
 
@@ -175,12 +212,12 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
       std::copy(src, src + hidden, row<float>(scratch.expert_out, r));
     }
   });
-  std::vector<std::uint16_t> decoded;  // an MXFP4 expert's matrix as BF16
+  std::vector<std::uint16_t> decoded;  // an MXFP4 or FP8 expert's matrix as BF16
   for (std::int64_t e = 0; e < n_experts; ++e) {
     const std::int64_t begin = first[std::size_t(e)], count = first[std::size_t(e) + 1] - begin;
     if (count == 0) continue;
-    gemm_rows(pool_, scratch.expert_out, begin, count, expert_matrix(experts.gate_up, experts.gate_up_quant, e, decoded),
-              scratch.gate_up);
+    gemm_rows(pool_, scratch.expert_out, begin, count,
+              expert_matrix(pool_, experts.gate_up, experts.gate_up_quant, e, decoded), scratch.gate_up);
     if (!experts.gate_up_bias.empty()) add_bias(scratch.gate_up, begin, count, experts.gate_up_bias.batch(e));
   }
   pool_.parallel_for(n * k, [&](std::int64_t b, std::int64_t e) {
@@ -194,7 +231,7 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
   for (std::int64_t e = 0; e < n_experts; ++e) {
     const std::int64_t begin = first[std::size_t(e)], count = first[std::size_t(e) + 1] - begin;
     if (count == 0) continue;
-    gemm_rows(pool_, scratch.act, begin, count, expert_matrix(experts.down, experts.down_quant, e, decoded),
+    gemm_rows(pool_, scratch.act, begin, count, expert_matrix(pool_, experts.down, experts.down_quant, e, decoded),
               scratch.expert_out);
     if (!experts.down_bias.empty()) add_bias(scratch.expert_out, begin, count, experts.down_bias.batch(e));
   }

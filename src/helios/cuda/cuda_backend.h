@@ -132,6 +132,11 @@ class CudaBackend final : public Backend {
   void linear_fp8(const Tensor& x, const Tensor& weight, const QuantizedWeight& scales, const Tensor* bias,
                   Tensor out) override;
   void reserve_fp8_linear(std::int64_t max_cols) override;
+  // FP8 expert stacks (cuda_moe.cpp): kept as FP8 where a 32-value slice of a row never straddles two
+  // scale blocks (block_cols a power of two of at least 32, or spanning the row) and rows are whole
+  // 32-value slices.
+  bool supports_fp8_experts(std::int64_t rows, std::int64_t cols, std::int32_t block_rows,
+                            std::int32_t block_cols) override;
   void rotary(Tensor q, Tensor k, std::int32_t head_dim, const RotaryParams& rope) override;
   void kv_store(KvCache& cache, std::int32_t layer, const Tensor& k, const Tensor& v) override;
   // One kernel (cuda_rotary_kv_store.cpp).

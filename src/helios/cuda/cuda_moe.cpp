@@ -8,8 +8,10 @@
 //     rows, bound by streaming each chosen expert's weights once; above, tensor-core GEMMs over
 //     tiles of 64 rows. Steps of at most 32 pairs and a quarter of the experts
 //     (options_.moe_fused_max_pairs) run the GEMVs fused: each warp groups the pairs itself, and
-//     down sums each token's slots, so a decode step's experts are two launches rather than four. BF16 or MXFP4 expert stacks (gpt-oss; decoded as the products load
-//     them), optional F32 expert biases, and the SwiGLU, GeGLU or clamped SwiGLU in gate_up's epilogue.
+//     down sums each token's slots, so a decode step's experts are two launches rather than four.
+//     BF16, MXFP4 (gpt-oss) or FP8 block-scaled (Qwen3 FP8) expert stacks, the latter two decoded as
+//     the products load them; optional F32 expert biases, and the SwiGLU, GeGLU or clamped SwiGLU in
+//     gate_up's epilogue.
 // Every grid depends only on n_tokens, top_k, n_experts and the weight shapes: the product grids
 // have the worst-case tile count and the CTAs past the step's tiles return, so a captured step
 // replays for any routing. The workspace is the backend's (moe_workspace_), sized outside
@@ -63,15 +65,33 @@ struct MoeWorkspaceLayout {
 
 }  // namespace
 
-// A stack of expert matrices as the products take it: BF16 [E][rows, cols], or MXFP4 (values u8
-// [E][rows, cols / 2], scales u8 [E][rows, cols / 32]).
+// A stack of expert matrices as the products take it: BF16 [E][rows, cols], MXFP4 (values u8
+// [E][rows, cols / 2], scales u8 [E][rows, cols / 32]), or FP8 (values e4m3 [E][rows, cols], scales
+// f32 [E][ceil(rows / block_rows), ceil(cols / block_cols)]).
 struct MoeExpertStack {
+  enum class Format { bf16, mxfp4, fp8 };
   CUdeviceptr w = 0, scales = 0;
-  long long w_stride = 0, w_expert_stride = 0, s_stride = 0, s_expert_stride = 0;  // in elements of w
-  bool mxfp4 = false;
+  long long w_stride = 0, w_expert_stride = 0;  // in elements of w
+  long long s_stride = 0, s_expert_stride = 0;  // in elements of the scales
+  int block_rows = 1, block_cols_log2 = 0;      // FP8: the scale blocks (moe_experts.cu's FlareMoeWeights)
+  Format format = Format::bf16;
+
+  // The products' entry point suffix.
+  const char* suffix() const { return format == Format::mxfp4 ? "_mxfp4" : format == Format::fp8 ? "_fp8" : ""; }
+  const char* name() const { return format == Format::mxfp4 ? "MXFP4" : format == Format::fp8 ? "FP8" : "BF16"; }
 };
 
 namespace {
+
+// log2 of an FP8 stack's block_cols as the kernels take it: a power of two of at least 32, or (a
+// block spanning the row) 30, which maps every column to scale column 0; -1 where neither holds.
+int fp8_block_cols_log2(std::int64_t cols, std::int32_t block_cols) {
+  if (block_cols >= cols) return 30;
+  if (block_cols < 32 || (block_cols & (block_cols - 1)) != 0) return -1;
+  int log2 = 0;
+  while ((1 << log2) < block_cols) ++log2;
+  return log2;
+}
 
 bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
@@ -83,6 +103,11 @@ void expect_chunked(const Tensor& t, const char* what) {
 }
 
 }  // namespace
+
+bool CudaBackend::supports_fp8_experts(std::int64_t rows, std::int64_t cols, std::int32_t block_rows,
+                                       std::int32_t block_cols) {
+  return rows > 0 && cols % 32 == 0 && block_rows > 0 && fp8_block_cols_log2(cols, block_cols) >= 0;
+}
 
 void CudaBackend::router_topk(const Tensor& logits, const RouterParams& params, Tensor ids, Tensor weights) {
   const std::int64_t n = logits.rows, n_experts = logits.cols, k = params.top_k;
@@ -125,31 +150,51 @@ namespace {
 // expert_stack checks a stack's dtype, shape and alignment.
 MoeExpertStack expert_stack(const Tensor& w, const QuantizedWeight& quant, std::int64_t n_experts, std::int64_t rows,
                          std::int64_t cols, const char* what) {
+  using Format = MoeExpertStack::Format;
   MoeExpertStack s;
-  s.mxfp4 = quant.format == QuantizedWeight::Format::mxfp4;
-  if (quant.format != QuantizedWeight::Format::none && !s.mxfp4) {
-    fail(ExitCode::failure, "internal: cuda {} are quantized, but not as MXFP4", what);
+  const Tensor& sc = quant.scales;
+  bool ok = false;
+  switch (quant.format) {
+    case QuantizedWeight::Format::none:
+      s.format = Format::bf16;
+      ok = w.dtype == DType::bf16 && w.cols == cols;
+      break;
+    case QuantizedWeight::Format::mxfp4:
+      s.format = Format::mxfp4;
+      ok = w.dtype == DType::u8 && w.cols * 2 == cols && sc.dtype == DType::u8 && sc.n_batch == n_experts &&
+           sc.rows == rows && sc.cols * 32 == cols;
+      break;
+    case QuantizedWeight::Format::fp8_e4m3: {
+      s.format = Format::fp8;
+      s.block_rows = quant.block_rows;
+      s.block_cols_log2 = fp8_block_cols_log2(cols, quant.block_cols);
+      if (quant.block_rows < 1 || s.block_cols_log2 < 0) {
+        fail(ExitCode::failure, "internal: cuda {} have FP8 blocks of {} x {}", what, quant.block_rows,
+             quant.block_cols);
+      }
+      const std::int64_t bc = quant.block_cols;
+      ok = w.dtype == DType::f8_e4m3 && w.cols == cols && sc.dtype == DType::f32 && sc.n_batch == n_experts &&
+           sc.rows == (rows + quant.block_rows - 1) / quant.block_rows && sc.cols == (cols + bc - 1) / bc &&
+           reinterpret_cast<std::uintptr_t>(sc.data) % 4 == 0;
+      break;
+    }
   }
-  const bool ok = s.mxfp4 ? w.dtype == DType::u8 && w.cols * 2 == cols && quant.scales.dtype == DType::u8 &&
-                                quant.scales.n_batch == n_experts && quant.scales.rows == rows &&
-                                quant.scales.cols * 32 == cols
-                          : w.dtype == DType::bf16 && w.cols == cols;
   if (!ok || w.n_batch != n_experts || w.rows != rows) {
-    fail(ExitCode::failure, "internal: cuda {} are {} [{}][{}, {}], expected [{}][{}, {}]{}", what, dtype_name(w.dtype),
-         w.n_batch, w.rows, w.cols, n_experts, rows, cols, s.mxfp4 ? " (mxfp4)" : "");
+    fail(ExitCode::failure, "internal: cuda {} are {} [{}][{}, {}], expected [{}][{}, {}] ({})", what,
+         dtype_name(w.dtype), w.n_batch, w.rows, w.cols, n_experts, rows, cols, s.name());
   }
-  // 16-byte rows: 8 bf16 values, or 32 MXFP4 values (16 value bytes).
-  const std::int64_t elem_bytes = s.mxfp4 ? 1 : 2;
+  // 16-byte rows: 8 bf16 values, 32 MXFP4 values (16 value bytes) or 16 FP8 values.
+  const std::int64_t elem_bytes = s.format == Format::bf16 ? 2 : 1;
   if (!aligned_16(w.data) || w.stride * elem_bytes % 16 != 0 || (w.n_batch > 1 && w.batch_stride * elem_bytes % 16 != 0)) {
     fail(ExitCode::failure, "internal: cuda {} need 16-byte aligned rows (stride {})", what, w.stride);
   }
   s.w = address(w);
   s.w_stride = w.stride;
   s.w_expert_stride = w.batch_stride;
-  if (s.mxfp4) {
-    s.scales = address(quant.scales);
-    s.s_stride = quant.scales.stride;
-    s.s_expert_stride = quant.scales.batch_stride;
+  if (s.format != Format::bf16) {
+    s.scales = address(sc);
+    s.s_stride = sc.stride;
+    s.s_expert_stride = n_experts > 1 ? sc.batch_stride : 0;
   }
   return s;
 }
@@ -195,16 +240,17 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const MoeExpertStack gate_up =
       expert_stack(experts.gate_up, experts.gate_up_quant, n_experts, 2 * inter, hidden, "moe gate_up experts");
   const MoeExpertStack down = expert_stack(experts.down, experts.down_quant, n_experts, hidden, inter, "moe down experts");
-  if (gate_up.mxfp4 != down.mxfp4) fail(ExitCode::failure, "internal: cuda moe gate_up and down in two formats");
+  if (gate_up.format != down.format) fail(ExitCode::failure, "internal: cuda moe gate_up and down in two formats");
   const auto [gate_up_bias, gate_up_bias_stride] =
       expert_bias(experts.gate_up_bias, n_experts, 2 * inter, "moe gate_up bias");
   const auto [down_bias, down_bias_stride] = expert_bias(experts.down_bias, n_experts, hidden, "moe down bias");
   expect_shape(scratch.act, pairs, inter, "moe act scratch");
   expect_shape(scratch.expert_out, pairs, hidden, "moe expert_out scratch");
-  const std::int64_t multiple = gate_up.mxfp4 ? 32 : 8;  // a 16-byte chunk of a weight row
+  // BF16: a 16-byte chunk of a weight row; MXFP4 and FP8: the GEMM's 32-value stage slice.
+  const std::int64_t multiple = gate_up.format == MoeExpertStack::Format::bf16 ? 8 : 32;
   if (hidden % multiple != 0 || inter % multiple != 0) {
     fail_usage("the CUDA backend's {} experts need hidden and intermediate sizes that are multiples of {}, not {} and {}",
-               gate_up.mxfp4 ? "MXFP4" : "BF16", multiple, hidden, inter);
+               gate_up.name(), multiple, hidden, inter);
   }
   expect_chunked(x, "moe input");
   expect_chunked(out, "moe output");
@@ -236,7 +282,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const CUdeviceptr ws = moe_workspace_->address();
   CUdeviceptr tiles_ptr = ws + std::size_t(layout.tiles) * 4, sorted_ptr = ws + std::size_t(layout.sorted_pairs) * 4,
               pos_ptr = ws + std::size_t(layout.pair_pos) * 4;
-  const std::string suffix = gate_up.mxfp4 ? "_mxfp4" : "";
+  const std::string suffix = gate_up.suffix();
   const std::string path = gemv ? "gemv" : "mma";
 
   {
@@ -255,6 +301,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
               s_stride = gate_up.s_stride, s_expert_stride = gate_up.s_expert_stride, b_stride = gate_up_bias_stride,
               act_stride = scratch.act.stride;
     int top_k = int(k), inter_i = int(inter), hidden_i = int(hidden), activation = activation_code(experts.activation);
+    int block_rows = gate_up.block_rows, block_cols_log2 = gate_up.block_cols_log2;
     float limit = experts.clamp_limit, alpha = experts.clamp_alpha;
     const LaunchShape shape =
         gemv ? LaunchShape{.grid_x = ceil_div(inter, k_moe_gemv_gate_cols), .grid_y = unsigned(n_tiles),
@@ -263,8 +310,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                            .block_x = k_moe_mma_threads};
     launch(function("moe_experts", "flare_moe_experts_" + path + "_gate_up" + suffix), shape,
            {&x_ptr, &x_stride, &sorted_ptr, &top_k, &tiles_ptr, &w_ptr, &w_stride, &w_expert_stride, &s_ptr, &s_stride,
-            &s_expert_stride, &b_ptr, &b_stride, &inter_i, &hidden_i, &act_ptr, &act_stride, &activation, &limit,
-            &alpha},
+            &s_expert_stride, &block_rows, &block_cols_log2, &b_ptr, &b_stride, &inter_i, &hidden_i, &act_ptr,
+            &act_stride, &activation, &limit, &alpha},
            "moe_gate_up");
   }
   {
@@ -273,7 +320,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     long long act_stride = scratch.act.stride, w_stride = down.w_stride, w_expert_stride = down.w_expert_stride,
               s_stride = down.s_stride, s_expert_stride = down.s_expert_stride, b_stride = down_bias_stride,
               eo_stride = scratch.expert_out.stride;
-    int hidden_i = int(hidden), inter_i = int(inter);
+    int hidden_i = int(hidden), inter_i = int(inter), block_rows = down.block_rows,
+        block_cols_log2 = down.block_cols_log2;
     const LaunchShape shape =
         gemv ? LaunchShape{.grid_x = ceil_div(hidden, k_moe_gemv_down_cols), .grid_y = unsigned(n_tiles),
                            .block_x = k_moe_gemv_threads}
@@ -281,7 +329,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                            .block_x = k_moe_mma_threads};
     launch(function("moe_experts", "flare_moe_experts_" + path + "_down" + suffix), shape,
            {&act_ptr, &act_stride, &tiles_ptr, &w_ptr, &w_stride, &w_expert_stride, &s_ptr, &s_stride,
-            &s_expert_stride, &b_ptr, &b_stride, &hidden_i, &inter_i, &eo_ptr, &eo_stride},
+            &s_expert_stride, &block_rows, &block_cols_log2, &b_ptr, &b_stride, &hidden_i, &inter_i, &eo_ptr,
+            &eo_stride},
            "moe_down");
   }
   {
@@ -302,7 +351,7 @@ void CudaBackend::moe_experts_fused(const Tensor& x, const Tensor& ids, const Te
                                     const MoeScratch& scratch, Tensor out) {
   const std::int64_t n = x.rows, k = ids.cols, hidden = x.cols, n_experts = experts.gate_up.n_batch;
   const std::int64_t inter = experts.gate_up.rows / 2, pairs = n * k;
-  const std::string suffix = gate_up.mxfp4 ? "_mxfp4" : "";
+  const std::string suffix = gate_up.suffix();
   const auto [gate_up_bias, gate_up_bias_stride] =
       expert_bias(experts.gate_up_bias, n_experts, 2 * inter, "moe gate_up bias");
   const auto [down_bias, down_bias_stride] = expert_bias(experts.down_bias, n_experts, hidden, "moe down bias");
@@ -316,14 +365,15 @@ void CudaBackend::moe_experts_fused(const Tensor& x, const Tensor& ids, const Te
               s_stride = gate_up.s_stride, s_expert_stride = gate_up.s_expert_stride, b_stride = gate_up_bias_stride,
               act_stride = scratch.act.stride;
     int activation = activation_code(experts.activation);
+    int block_rows = gate_up.block_rows, block_cols_log2 = gate_up.block_cols_log2;
     float limit = experts.clamp_limit, alpha = experts.clamp_alpha;
     launch(function("moe_experts", "flare_moe_experts_fused_gate_up" + suffix),
            {.grid_x = ceil_div(inter, k_moe_gemv_gate_cols),
             .grid_y = unsigned(max_tiles(pairs, n_experts, k_moe_gemv_rows)),
             .block_x = k_moe_gemv_threads},
            {&x_ptr, &x_stride, &ids_ptr, &ids_stride, &n_tokens, &top_k, &experts_i, &w_ptr, &w_stride,
-            &w_expert_stride, &s_ptr, &s_stride, &s_expert_stride, &b_ptr, &b_stride, &inter_i, &hidden_i, &act_ptr,
-            &act_stride, &activation, &limit, &alpha},
+            &w_expert_stride, &s_ptr, &s_stride, &s_expert_stride, &block_rows, &block_cols_log2, &b_ptr, &b_stride,
+            &inter_i, &hidden_i, &act_ptr, &act_stride, &activation, &limit, &alpha},
            "moe_fused_gate_up");
   }
   {
@@ -332,12 +382,13 @@ void CudaBackend::moe_experts_fused(const Tensor& x, const Tensor& ids, const Te
     long long act_stride = scratch.act.stride, wt_stride = weights.stride, w_stride = down.w_stride,
               w_expert_stride = down.w_expert_stride, s_stride = down.s_stride,
               s_expert_stride = down.s_expert_stride, b_stride = down_bias_stride, out_stride = out.stride;
+    int block_rows = down.block_rows, block_cols_log2 = down.block_cols_log2;
     launch(function("moe_experts", "flare_moe_experts_fused_down" + suffix),
            {.grid_x = ceil_div(hidden, k_moe_fused_down_cols),
             .block_x = k_moe_fused_down_threads},
            {&act_ptr, &act_stride, &ids_ptr, &ids_stride, &wt_ptr, &wt_stride, &n_tokens, &top_k, &experts_i, &w_ptr,
-            &w_stride, &w_expert_stride, &s_ptr, &s_stride, &s_expert_stride, &b_ptr, &b_stride, &hidden_i, &inter_i,
-            &out_ptr, &out_stride},
+            &w_stride, &w_expert_stride, &s_ptr, &s_stride, &s_expert_stride, &block_rows, &block_cols_log2, &b_ptr,
+            &b_stride, &hidden_i, &inter_i, &out_ptr, &out_stride},
            "moe_fused_down");
   }
 }

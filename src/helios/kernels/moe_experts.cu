@@ -24,20 +24,28 @@
 //       per step however many of the tile's rows use them.
 //   flare_moe_experts_combine: out[t] = sum over slots, in slot order, of weight * expert_out row.
 // Rows of act and expert_out are sorted rows, not pair indices.
-// Each product comes in two weight formats: BF16 stacks, and MXFP4 stacks (the *_mxfp4 entry points,
+// Each product comes in three weight formats: BF16 stacks, MXFP4 stacks (the *_mxfp4 entry points,
 // gpt-oss: values u8 [E][rows, k / 2], two E2M1 values a byte, element 2j in the low nibble, and
 // E8M0 scales u8 [E][rows, k / 32]), which stay MXFP4 in memory (half a byte a value, plus a 32nd
 // of a byte) and are decoded as they are loaded: the GEMV decodes a lane's 16-byte chunk (32 values,
 // one scale) in registers, the GEMM decodes each stage's 32-value slices of its 128 weight rows
 // into a BF16 tile in shared memory (exactly: an E2M1 value times a power of two is a BF16 value).
+// FP8 stacks (the *_fp8 entry points, Qwen3 FP8 checkpoints: values E4M3 [E][rows, k], a byte a
+// value, and F32 scales [E][ceil(rows / block_rows), ceil(k / block_cols)], value (r, c) standing for
+// e4m3 * scales[r / block_rows][c / block_cols]) stay FP8 in memory too. Each value is decoded to
+// bf16(e4m3 * scale), the BF16 weight a dequantizing load would hold (and the CPU backend uses), so
+// every path multiplies exactly the same weights: the GEMV rounds a lane's 16 values in registers,
+// the GEMM decodes each stage's 32-value slices into the BF16 tile as for MXFP4. A stage or chunk
+// never straddles two scale blocks: block_cols is a power of two of at least 32, or spans k
+// (block_cols_log2 is then large enough that every column maps to scale column 0).
 // Both take optional F32 biases ([E][1, 2 inter] for gate_up, [E][1, hidden] for down; null: none),
 // added to the F32 products before they are rounded, and gate_up's activation is silu, gelu_tanh
 // or gpt-oss's clamped SwiGLU (g = min(g, limit), u = clamp(u, -limit, limit), (u + 1) g
 // sigmoid(alpha g)).
 //
-// Requires (the host checks): hidden % 8 == 0 and inter % 8 == 0 (MXFP4: % 32); x, act, expert_out,
-// out and the weight stacks 16-byte aligned with row (and expert) strides multiples of 16 bytes
-// (MXFP4 scales: any alignment).
+// Requires (the host checks): hidden % 8 == 0 and inter % 8 == 0 (MXFP4 and FP8: % 32); x, act,
+// expert_out, out and the weight stacks 16-byte aligned with row (and expert) strides multiples of 16
+// bytes (MXFP4 scales: any alignment; FP8 scales: 4-byte aligned).
 // Defines: none.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -100,6 +108,25 @@ __device__ __forceinline__ float2 flare_e2m1x2(unsigned w) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h2));
 }
 constexpr float k_e2m1_unscale = 16384.0f;  // 2^14: flare_e2m1x2's values times this are E2M1's
+
+// ---------------------------------------------------------------------------------------------
+// FP8 (E4M3) decoding.
+
+// Weight formats of the products (the FMT template parameter).
+constexpr int k_fmt_bf16 = 0, k_fmt_mxfp4 = 1, k_fmt_fp8 = 2;
+
+// E4M3 bytes 0 and 1 (LO) or 2 and 3 of `w`, in element order, as floats of their value times
+// 2^-8: each byte's exponent and mantissa bits go to the bottom of an f16's exponent and the top of
+// its mantissa (E4M3's bias is 7, f16's 15; E4M3's subnormals land on f16 subnormals), the sign to
+// the f16's sign, and f16 -> f32 is exact. E4M3's NaN bytes (0x7f, 0xff) decode as +-480 *
+// 2^-8; checkpoints hold none.
+template <bool LO>
+__device__ __forceinline__ float2 flare_e4m3x2(unsigned w) {
+  const unsigned t = __byte_perm(w, 0u, LO ? 0x1404u : 0x3424u);  // the two bytes at bits 8-15, 24-31
+  const unsigned h2 = (t & 0x80008000u) | ((t >> 1) & 0x3f803f80u);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h2));
+}
+constexpr float k_e4m3_unscale = 256.0f;  // 2^8: flare_e4m3x2's values times this are E4M3's
 
 // A tile of the align kernel's list: expert and sorted rows [begin, end); false past n_tiles.
 struct FlareMoeTile {
@@ -242,6 +269,10 @@ __device__ __forceinline__ void flare_cp_async_16(unsigned dst, const void* src,
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void flare_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// 4 bytes (cp.async.cg takes only 16): an FP8 scale.
+__device__ __forceinline__ void flare_cp_async_4(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
 template <int N>
 __device__ __forceinline__ void flare_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
@@ -268,42 +299,52 @@ __device__ __forceinline__ int flare_mma_b_row(int wn, int jp) {
 
 // The weight stack of one product: BF16 rows of k_dim values, or MXFP4 rows of k_dim / 2 value
 // bytes and k_dim / 32 scale bytes (strides in elements of w: bf16 values or bytes).
+// FP8: rows of k_dim E4M3 bytes, F32 scales (strides in floats) of blocks of block_rows x
+// 2^block_cols_log2 values.
 struct FlareMoeWeights {
   const void* w;
   long long w_stride, w_expert_stride;
-  const unsigned char* scales;  // MXFP4 only
+  const unsigned char* scales;  // MXFP4 (u8) and FP8 (f32) only
   long long s_stride, s_expert_stride;
+  int block_rows, block_cols_log2;  // FP8 only
 };
 
 // Shared memory of the GEMM's weight tiles. BF16: the ring of k_mma_stages [128][32] bf16 slices.
 // MXFP4: the ring holds each row's 16 value bytes of the stage (32 values) and the 16-byte aligned
 // scale bytes around its one scale (cp.async needs 16-byte aligned sources; a scale row is
 // k / 32 bytes, rarely a multiple of 16), and one BF16 slice the stage is decoded into.
-template <bool MXFP4>
+// FP8: each row's 32 value bytes of the stage and its one F32 scale, and the decoded BF16 slice.
+template <int FMT>
 struct FlareMoeBTiles {
   __nv_bfloat16 b[k_mma_stages][k_mma_n][k_mma_lds];
 };
 template <>
-struct FlareMoeBTiles<true> {
+struct FlareMoeBTiles<k_fmt_mxfp4> {
   uint4 values[k_mma_stages][k_mma_n];
   uint4 scales[k_mma_stages][k_mma_n];
+  __nv_bfloat16 b[1][k_mma_n][k_mma_lds];
+};
+template <>
+struct FlareMoeBTiles<k_fmt_fp8> {
+  uint4 values[k_mma_stages][k_mma_n][2];
+  float scales[k_mma_stages][k_mma_n];
   __nv_bfloat16 b[1][k_mma_n][k_mma_lds];
 };
 
 // GATE: a = x [n_tokens, k_dim], rows gathered through sorted_pairs / top_k; w = gate_up stack,
 // n_out = inter; out = act rows. Else: a = act [pairs, k_dim] in sorted rows; w = down stack,
 // n_out = hidden; out = expert_out rows. grid (ceil(n_out / (GATE ? 64 : 128)), max tiles).
-template <bool GATE, bool MXFP4>
+template <bool GATE, int FMT>
 __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ a, long long a_stride,
                                               const int* __restrict__ sorted_pairs, int top_k,
                                               const int* __restrict__ tiles, const FlareMoeWeights& wt,
                                               FlareMoeEpilogue ep, long long bias_expert_stride, int n_out, int k_dim,
                                               __nv_bfloat16* __restrict__ out, long long out_stride) {
   __shared__ __align__(16) __nv_bfloat16 a_s[k_mma_stages][k_mma_m][k_mma_lds];
-  __shared__ __align__(16) FlareMoeBTiles<MXFP4> b_t;
+  __shared__ __align__(16) FlareMoeBTiles<FMT> b_t;
   __shared__ const __nv_bfloat16* a_rows[k_mma_m];
   __shared__ const unsigned char* b_rows[k_mma_n];  // the row's first byte (values), or null
-  __shared__ const unsigned char* s_rows[k_mma_n];  // MXFP4: the row's first scale byte
+  __shared__ const unsigned char* s_rows[k_mma_n];  // MXFP4: the row's first scale byte; FP8: scale row
   flare_pdl_enter();
   FlareMoeTile tile;
   if (!flare_moe_tile(tiles, tile)) return;
@@ -311,7 +352,7 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp / 2, wn = warp % 2;
   const int n0 = blockIdx.x * (GATE ? k_mma_n / 2 : k_mma_n);
-  const int elem_bytes = MXFP4 ? 1 : 2;
+  const int elem_bytes = FMT == k_fmt_bf16 ? 2 : 1;
   const unsigned char* w_e =
       static_cast<const unsigned char*>(wt.w) + (long long)tile.expert * wt.w_expert_stride * elem_bytes;
   if (ep.bias != nullptr) ep.bias += (long long)tile.expert * bias_expert_stride;
@@ -329,8 +370,12 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
     const int col = GATE ? n0 + (r % 64) : n0 + r;
     const long long w_row = GATE ? (r < 64 ? col : n_out + col) : col;
     b_rows[r] = col < n_out ? w_e + w_row * wt.w_stride * elem_bytes : nullptr;
-    if (MXFP4) {
+    if (FMT == k_fmt_mxfp4) {
       s_rows[r] = col < n_out ? wt.scales + (long long)tile.expert * wt.s_expert_stride + w_row * wt.s_stride : nullptr;
+    } else if (FMT == k_fmt_fp8) {
+      const float* s = reinterpret_cast<const float*>(wt.scales) + (long long)tile.expert * wt.s_expert_stride +
+                       (w_row / wt.block_rows) * wt.s_stride;
+      s_rows[r] = col < n_out ? reinterpret_cast<const unsigned char*>(s) : nullptr;
     }
   }
   __syncthreads();
@@ -344,7 +389,18 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
       const bool valid = row && col < k_dim;
       flare_cp_async_16(flare_smem_address(&a_s[stage][r][col - k0]), valid ? row + col : a, valid);
     }
-    if constexpr (MXFP4) {
+    if constexpr (FMT == k_fmt_fp8) {
+      // One weight row a thread: its 32 value bytes (k0 is a multiple of 32) and its block's scale.
+      static_assert(k_mma_n == k_mma_threads && k_mma_k == 32, "one FP8 row and scale a thread a stage");
+      const int r = tid;
+      const unsigned char* row = b_rows[r];
+      const bool valid = row != nullptr && k0 < k_dim;
+      flare_cp_async_16(flare_smem_address(&b_t.values[stage][r][0]), valid ? row + k0 : w_e, valid);
+      flare_cp_async_16(flare_smem_address(&b_t.values[stage][r][1]), valid ? row + k0 + 16 : w_e, valid);
+      const float* scale = valid ? reinterpret_cast<const float*>(s_rows[r]) + (k0 >> wt.block_cols_log2)
+                                 : reinterpret_cast<const float*>(wt.scales);
+      flare_cp_async_4(flare_smem_address(&b_t.scales[stage][r]), scale, valid);
+    } else if constexpr (FMT == k_fmt_mxfp4) {
       // One weight row a thread (k_mma_n == k_mma_threads): its 16 value bytes (k0 is a multiple
       // of 32, so they are 16-byte aligned) and the aligned 16 bytes holding its scale. Reading
       // from the aligned-down address never leaves the scale's allocation: the 16 bytes lie in one
@@ -368,9 +424,26 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
       }
     }
   };
-  // MXFP4: this thread's row of stage `stage` (32 values) decoded into the BF16 slice.
+  // MXFP4 and FP8: this thread's row of stage `stage` (32 values) decoded into the BF16 slice.
   const auto decode_stage = [&](int stage, int k0) {
-    if constexpr (MXFP4) {
+    if constexpr (FMT == k_fmt_fp8) {
+      const int r = tid;
+      const float s = b_t.scales[stage][r] * k_e4m3_unscale;  // zero-filled for rows past the matrix
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // values 16h .. 16h + 15
+        const uint4 v = b_t.values[stage][r][h];
+        const unsigned words[4] = {v.x, v.y, v.z, v.w};
+        __nv_bfloat162 o[8];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 lo = flare_e4m3x2<true>(words[q]), hi = flare_e4m3x2<false>(words[q]);
+          o[2 * q] = __floats2bfloat162_rn(lo.x * s, lo.y * s);
+          o[2 * q + 1] = __floats2bfloat162_rn(hi.x * s, hi.y * s);
+        }
+        *reinterpret_cast<uint4*>(&b_t.b[0][r][16 * h]) = *reinterpret_cast<const uint4*>(o);
+        *reinterpret_cast<uint4*>(&b_t.b[0][r][16 * h + 8]) = *reinterpret_cast<const uint4*>(o + 4);
+      }
+    } else if constexpr (FMT == k_fmt_mxfp4) {
       const int r = tid;
       const uint4 v = b_t.values[stage][r];
       unsigned e = 0;
@@ -415,11 +488,11 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
     if (next < n_k) load_stage(next % k_mma_stages, next * k_mma_k);
     flare_cp_async_commit();
     const int st = kt % k_mma_stages;
-    if constexpr (MXFP4) {
+    if constexpr (FMT != k_fmt_bf16) {
       decode_stage(st, kt * k_mma_k);
       __syncthreads();  // the decoded slice is whole
     }
-    const int bst = MXFP4 ? 0 : st;
+    const int bst = FMT == k_fmt_bf16 ? st : 0;
 #pragma unroll
     for (int kk = 0; kk < k_mma_k; kk += 16) {
       unsigned af[2][4];
@@ -491,34 +564,40 @@ __device__ __forceinline__ void flare_moe_mma(const __nv_bfloat16* __restrict__ 
 #define FLARE_MOE_GATE_UP_PARAMS                                                                              \
   const __nv_bfloat16 *x, long long x_stride, const int *sorted_pairs, int top_k, const int *tiles, const void *w, \
       long long w_stride, long long w_expert_stride, const unsigned char *scales, long long s_stride,             \
-      long long s_expert_stride, const float *bias, long long bias_expert_stride, int inter, int hidden,          \
+      long long s_expert_stride, int block_rows, int block_cols_log2, const float *bias, long long bias_expert_stride, int inter, int hidden,          \
       __nv_bfloat16 *act, long long act_stride, int activation, float limit, float alpha
 #define FLARE_MOE_DOWN_PARAMS                                                                                   \
   const __nv_bfloat16 *act, long long act_stride, const int *tiles, const void *w, long long w_stride,          \
       long long w_expert_stride, const unsigned char *scales, long long s_stride, long long s_expert_stride,     \
-      const float *bias, long long bias_expert_stride, int hidden, int inter, __nv_bfloat16 *expert_out,        \
-      long long out_stride
+      int block_rows, int block_cols_log2, const float *bias, long long bias_expert_stride, int hidden, int inter, \
+      __nv_bfloat16 *expert_out, long long out_stride
 #define FLARE_MOE_GATE_UP_ARGS                                                                              \
   x, x_stride, sorted_pairs, top_k, tiles, FlareMoeWeights{w, w_stride, w_expert_stride, scales, s_stride, \
-                                                           s_expert_stride},                               \
+                                                           s_expert_stride, block_rows, block_cols_log2},  \
       FlareMoeEpilogue{bias, activation, limit, alpha}, bias_expert_stride, inter, hidden, act, act_stride
 #define FLARE_MOE_DOWN_ARGS                                                                                 \
   act, act_stride, nullptr, 1, tiles, FlareMoeWeights{w, w_stride, w_expert_stride, scales, s_stride,      \
-                                                      s_expert_stride},                                    \
+                                                      s_expert_stride, block_rows, block_cols_log2},       \
       FlareMoeEpilogue{bias, 0, 0.0f, 0.0f}, bias_expert_stride, hidden, inter, expert_out, out_stride
 
 extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mma_gate_up(FLARE_MOE_GATE_UP_PARAMS) {
-  flare_moe_mma<true, false>(FLARE_MOE_GATE_UP_ARGS);
+  flare_moe_mma<true, k_fmt_bf16>(FLARE_MOE_GATE_UP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mma_down(FLARE_MOE_DOWN_PARAMS) {
-  flare_moe_mma<false, false>(FLARE_MOE_DOWN_ARGS);
+  flare_moe_mma<false, k_fmt_bf16>(FLARE_MOE_DOWN_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_mma_threads)
 flare_moe_experts_mma_gate_up_mxfp4(FLARE_MOE_GATE_UP_PARAMS) {
-  flare_moe_mma<true, true>(FLARE_MOE_GATE_UP_ARGS);
+  flare_moe_mma<true, k_fmt_mxfp4>(FLARE_MOE_GATE_UP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mma_down_mxfp4(FLARE_MOE_DOWN_PARAMS) {
-  flare_moe_mma<false, true>(FLARE_MOE_DOWN_ARGS);
+  flare_moe_mma<false, k_fmt_mxfp4>(FLARE_MOE_DOWN_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mma_gate_up_fp8(FLARE_MOE_GATE_UP_PARAMS) {
+  flare_moe_mma<true, k_fmt_fp8>(FLARE_MOE_GATE_UP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_mma_threads) flare_moe_experts_mma_down_fp8(FLARE_MOE_DOWN_PARAMS) {
+  flare_moe_mma<false, k_fmt_fp8>(FLARE_MOE_DOWN_ARGS);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -566,6 +645,33 @@ __device__ __forceinline__ void flare_mxfp4_chunk(uint4 raw, float (&f)[32]) {
     f[8 * q + 6] = p.x, f[8 * q + 7] = p.y;
   }
 }
+// A lane's 16-byte FP8 chunk: 16 E4M3 values, in element order, each decoded to its weight
+// bf16(e4m3 * scale) (as floats); `scale` is the block's F32 scale times k_e4m3_unscale.
+__device__ __forceinline__ void flare_fp8_chunk(uint4 raw, float scale, float (&f)[16]) {
+  const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 lo = flare_e4m3x2<true>(words[q]), hi = flare_e4m3x2<false>(words[q]);
+    const __nv_bfloat162 r0 = __floats2bfloat162_rn(lo.x * scale, lo.y * scale);
+    const __nv_bfloat162 r1 = __floats2bfloat162_rn(hi.x * scale, hi.y * scale);
+    f[4 * q + 0] = __low2float(r0), f[4 * q + 1] = __high2float(r0);
+    f[4 * q + 2] = __low2float(r1), f[4 * q + 3] = __high2float(r1);
+  }
+}
+// acc + sum over 16 values of x * f, x the 16 bf16 of `xv` in element order.
+__device__ __forceinline__ float flare_dot16(const uint4 (&xv)[2], const float (&f)[16], float acc) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const unsigned xw[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc = fmaf(flare_lo(xw[i]), f[8 * h + 2 * i], acc);
+      acc = fmaf(flare_hi(xw[i]), f[8 * h + 2 * i + 1], acc);
+    }
+  }
+  return acc;
+}
+
 // sum over the chunk's 32 values of x * f, x the 32 bf16 of `xv` in element order.
 __device__ __forceinline__ float flare_dot32(const uint4 (&xv)[4], const float (&f)[32]) {
   float acc = 0.0f;
@@ -586,15 +692,17 @@ __device__ __forceinline__ float flare_dot32(const uint4 (&xv)[4], const float (
 // The dot products of `count` (<= 8) rows of a, a_rows_index[g] (GATE: x rows, the tokens of a
 // tile's pairs; else the tile's act rows), with two weight rows of `expert`, rows[0] and rows[1]:
 // acc[g][i], F32, summed over the warp, so every lane holds every total.
-// A lane's chunks are 16 bytes of a weight row: 8 BF16 values, or 32 MXFP4 values (and their scale
-// byte), so an MXFP4 row streams a quarter of the BF16 row's bytes.
-template <bool MXFP4>
+// A lane's chunks are 16 bytes of a weight row: 8 BF16 values, 32 MXFP4 values (and their scale
+// byte), or 16 FP8 values (and their block's scale), so an MXFP4 row streams a quarter of the BF16
+// row's bytes and an FP8 row half.
+template <int FMT>
 __device__ __forceinline__ void flare_moe_gemv_dots(const __nv_bfloat16* __restrict__ a, long long a_stride,
                                                     const int (&a_rows_index)[k_gemv_rows], int count, int expert,
                                                     const FlareMoeWeights& wt, const long long (&rows)[2], int k_dim,
                                                     float (&acc)[k_gemv_rows][2]) {
   const int lane = threadIdx.x % 32;
-  const int elem_bytes = MXFP4 ? 1 : 2;
+  constexpr bool MXFP4 = FMT == k_fmt_mxfp4, FP8 = FMT == k_fmt_fp8;
+  const int elem_bytes = FMT == k_fmt_bf16 ? 2 : 1;
   const unsigned char* w_e =
       static_cast<const unsigned char*>(wt.w) + (long long)expert * wt.w_expert_stride * elem_bytes;
   const unsigned char* w_rows[2] = {w_e + rows[0] * wt.w_stride * elem_bytes, w_e + rows[1] * wt.w_stride * elem_bytes};
@@ -604,16 +712,22 @@ __device__ __forceinline__ void flare_moe_gemv_dots(const __nv_bfloat16* __restr
     s_rows[0] = s_e + rows[0] * wt.s_stride;
     s_rows[1] = s_e + rows[1] * wt.s_stride;
   }
+  const float* f_rows[2] = {nullptr, nullptr};  // FP8: each row's scale row
+  if (FP8) {
+    const float* s_e = reinterpret_cast<const float*>(wt.scales) + (long long)expert * wt.s_expert_stride;
+    f_rows[0] = s_e + (rows[0] / wt.block_rows) * wt.s_stride;
+    f_rows[1] = s_e + (rows[1] / wt.block_rows) * wt.s_stride;
+  }
   const __nv_bfloat16* a_rows[k_gemv_rows];
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) a_rows[g] = a + (long long)a_rows_index[min(g, count - 1)] * a_stride;
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) acc[g][0] = acc[g][1] = 0.0f;
 
-  constexpr int chunk_values = MXFP4 ? 32 : 8;
-  // An MXFP4 chunk holds 4x the values (and their decoded floats): two chunks in flight keep the
-  // registers to two CTAs an SM.
-  constexpr int unroll = MXFP4 ? 2 : k_gemv_unroll;
+  constexpr int chunk_values = MXFP4 ? 32 : FP8 ? 16 : 8;
+  // An MXFP4 chunk holds 4x the values (and their decoded floats), an FP8 one 2x: two chunks in
+  // flight keep the registers to two CTAs an SM (FP8 with four: 128 registers and a stack frame).
+  constexpr int unroll = MXFP4 ? 2 : FP8 ? 2 : k_gemv_unroll;
   const int n_chunks = k_dim / chunk_values;
   for (int c0 = lane; c0 < n_chunks; c0 += 32 * unroll) {
     uint4 wv[unroll][2];
@@ -625,6 +739,9 @@ __device__ __forceinline__ void flare_moe_gemv_dots(const __nv_bfloat16* __restr
       for (int i = 0; i < 2; ++i) {
         wv[u][i] = c < n_chunks ? flare_moe_load_w(w_rows[i] + c * 16) : make_uint4(0, 0, 0, 0);
         if (MXFP4) scale[u][i] = c < n_chunks ? flare_e8m0(__ldg(s_rows[i] + c)) * k_e2m1_unscale : 0.0f;
+        if (FP8) {
+          scale[u][i] = c < n_chunks ? __ldg(f_rows[i] + ((c * 16) >> wt.block_cols_log2)) * k_e4m3_unscale : 0.0f;
+        }
       }
     }
 #pragma unroll
@@ -642,6 +759,18 @@ __device__ __forceinline__ void flare_moe_gemv_dots(const __nv_bfloat16* __restr
           const uint4 xv[4] = {__ldg(xp), __ldg(xp + 1), __ldg(xp + 2), __ldg(xp + 3)};
           acc[g][0] = fmaf(flare_dot32(xv, f0), scale[u][0], acc[g][0]);
           acc[g][1] = fmaf(flare_dot32(xv, f1), scale[u][1], acc[g][1]);
+        }
+      } else if constexpr (FP8) {
+        float f0[16], f1[16];
+        flare_fp8_chunk(wv[u][0], scale[u][0], f0);
+        flare_fp8_chunk(wv[u][1], scale[u][1], f1);
+#pragma unroll
+        for (int g = 0; g < k_gemv_rows; ++g) {
+          if (g >= count) break;
+          const uint4* xp = reinterpret_cast<const uint4*>(a_rows[g] + c * 16);
+          const uint4 xv[2] = {__ldg(xp), __ldg(xp + 1)};
+          acc[g][0] = flare_dot16(xv, f0, acc[g][0]);
+          acc[g][1] = flare_dot16(xv, f1, acc[g][1]);
         }
       } else {
 #pragma unroll
@@ -671,7 +800,7 @@ __device__ __forceinline__ void flare_moe_gemv_dots(const __nv_bfloat16* __restr
 // GATE: warp w of the CTA computes act column blockIdx.x * 8 + w (gate row c and up row n_out + c);
 // else columns 2 (blockIdx.x * 8 + w) and the next, of tile blockIdx.y's rows. grid
 // (ceil(n_out / (GATE ? 8 : 16)), max tiles).
-template <bool GATE, bool MXFP4>
+template <bool GATE, int FMT>
 __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__ a, long long a_stride,
                                                const int* __restrict__ sorted_pairs, int top_k,
                                                const int* __restrict__ tiles, const FlareMoeWeights& wt,
@@ -691,7 +820,7 @@ __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__
     a_rows_index[g] = GATE ? sorted_pairs[r] / top_k : r;
   }
   float acc[k_gemv_rows][2];
-  flare_moe_gemv_dots<MXFP4>(a, a_stride, a_rows_index, count, tile.expert, wt, rows, k_dim, acc);
+  flare_moe_gemv_dots<FMT>(a, a_stride, a_rows_index, count, tile.expert, wt, rows, k_dim, acc);
   const float* bias = ep.bias != nullptr ? ep.bias + (long long)tile.expert * bias_expert_stride : nullptr;
 #pragma unroll
   for (int g = 0; g < k_gemv_rows; ++g) {  // lane g writes row g
@@ -713,21 +842,31 @@ __device__ __forceinline__ void flare_moe_gemv(const __nv_bfloat16* __restrict__
 
 extern "C" __global__ void __launch_bounds__(k_gemv_threads) flare_moe_experts_gemv_gate_up(FLARE_MOE_GATE_UP_PARAMS) {
   flare_pdl_enter();
-  flare_moe_gemv<true, false>(FLARE_MOE_GATE_UP_ARGS);
+  flare_moe_gemv<true, k_fmt_bf16>(FLARE_MOE_GATE_UP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_gemv_threads) flare_moe_experts_gemv_down(FLARE_MOE_DOWN_PARAMS) {
   flare_pdl_enter();
-  flare_moe_gemv<false, false>(FLARE_MOE_DOWN_ARGS);
+  flare_moe_gemv<false, k_fmt_bf16>(FLARE_MOE_DOWN_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
 flare_moe_experts_gemv_gate_up_mxfp4(FLARE_MOE_GATE_UP_PARAMS) {
   flare_pdl_enter();
-  flare_moe_gemv<true, true>(FLARE_MOE_GATE_UP_ARGS);
+  flare_moe_gemv<true, k_fmt_mxfp4>(FLARE_MOE_GATE_UP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
+flare_moe_experts_gemv_gate_up_fp8(FLARE_MOE_GATE_UP_PARAMS) {
+  flare_pdl_enter();
+  flare_moe_gemv<true, k_fmt_fp8>(FLARE_MOE_GATE_UP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
 flare_moe_experts_gemv_down_mxfp4(FLARE_MOE_DOWN_PARAMS) {
   flare_pdl_enter();
-  flare_moe_gemv<false, true>(FLARE_MOE_DOWN_ARGS);
+  flare_moe_gemv<false, k_fmt_mxfp4>(FLARE_MOE_DOWN_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
+flare_moe_experts_gemv_down_fp8(FLARE_MOE_DOWN_PARAMS) {
+  flare_pdl_enter();
+  flare_moe_gemv<false, k_fmt_fp8>(FLARE_MOE_DOWN_ARGS);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -812,17 +951,17 @@ __device__ __forceinline__ FlareMoeTile flare_moe_warp_tile(const FlareMoeWarpGr
 #define FLARE_MOE_FUSED_GATE_UP_PARAMS                                                                           \
   const __nv_bfloat16 *x, long long x_stride, const int *ids, long long ids_stride, int n_tokens, int top_k,     \
       int n_experts, const void *w, long long w_stride, long long w_expert_stride, const unsigned char *scales,  \
-      long long s_stride, long long s_expert_stride, const float *bias, long long bias_expert_stride, int inter, \
-      int hidden, __nv_bfloat16 *act, long long act_stride, int activation, float limit, float alpha
+      long long s_stride, long long s_expert_stride, int block_rows, int block_cols_log2, const float *bias,     \
+      long long bias_expert_stride, int inter, int hidden, __nv_bfloat16 *act, long long act_stride, int activation, float limit, float alpha
 #define FLARE_MOE_FUSED_DOWN_PARAMS                                                                              \
   const __nv_bfloat16 *act, long long act_stride, const int *ids, long long ids_stride, const float *weights,    \
       long long weights_stride, int n_tokens, int top_k, int n_experts, const void *w, long long w_stride,       \
       long long w_expert_stride, const unsigned char *scales, long long s_stride, long long s_expert_stride,     \
-      const float *bias, long long bias_expert_stride, int hidden, int inter, __nv_bfloat16 *out,              \
-      long long out_stride
+      int block_rows, int block_cols_log2, const float *bias, long long bias_expert_stride, int hidden, int inter, \
+      __nv_bfloat16 *out, long long out_stride
 
 // Warp w computes act column blockIdx.x * 8 + w of tile blockIdx.y's rows.
-template <bool MXFP4>
+template <int FMT>
 __device__ __forceinline__ void flare_moe_fused_gate_up(FLARE_MOE_FUSED_GATE_UP_PARAMS) {
   flare_pdl_enter();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -837,9 +976,10 @@ __device__ __forceinline__ void flare_moe_fused_gate_up(FLARE_MOE_FUSED_GATE_UP_
   for (int j = 0; j < k_gemv_rows; ++j) tokens[j] = pairs[j] / top_k;
   const long long rows[2] = {col, (long long)inter + col};
   float acc[k_gemv_rows][2];
-  flare_moe_gemv_dots<MXFP4>(x, x_stride, tokens, count, tile.expert,
-                             FlareMoeWeights{w, w_stride, w_expert_stride, scales, s_stride, s_expert_stride}, rows,
-                             hidden, acc);
+  flare_moe_gemv_dots<FMT>(x, x_stride, tokens, count, tile.expert,
+                           FlareMoeWeights{w, w_stride, w_expert_stride, scales, s_stride, s_expert_stride, block_rows,
+                                           block_cols_log2},
+                           rows, hidden, acc);
   const float* b = bias != nullptr ? bias + (long long)tile.expert * bias_expert_stride : nullptr;
 #pragma unroll
   for (int j = 0; j < k_gemv_rows; ++j) {  // lane j writes row j
@@ -853,7 +993,7 @@ __device__ __forceinline__ void flare_moe_fused_gate_up(FLARE_MOE_FUSED_GATE_UP_
   }
 }
 
-template <bool MXFP4>
+template <int FMT>
 __device__ __forceinline__ void flare_moe_fused_down(FLARE_MOE_FUSED_DOWN_PARAMS) {
   __shared__ float values[k_fused_max_pairs][k_fused_down_cols];  // bf16-rounded down values, by sorted row
   __shared__ int pair_row[k_fused_max_pairs];
@@ -864,7 +1004,7 @@ __device__ __forceinline__ void flare_moe_fused_down(FLARE_MOE_FUSED_DOWN_PARAMS
   if (warp == 0 && lane < n_pairs) pair_row[lane] = g.row;
   const int col_pair = warp % k_fused_down_col_pairs, tile_group = warp / k_fused_down_col_pairs;
   const int col = blockIdx.x * k_fused_down_cols + 2 * col_pair;
-  const FlareMoeWeights wt{w, w_stride, w_expert_stride, scales, s_stride, s_expert_stride};
+  const FlareMoeWeights wt{w, w_stride, w_expert_stride, scales, s_stride, s_expert_stride, block_rows, block_cols_log2};
   if (col < hidden) {
     const long long rows[2] = {col, min(col + 1, hidden - 1)};
     for (int i = tile_group; i < g.n_tiles; i += k_fused_down_tile_groups) {
@@ -875,7 +1015,7 @@ __device__ __forceinline__ void flare_moe_fused_down(FLARE_MOE_FUSED_DOWN_PARAMS
 #pragma unroll
       for (int j = 0; j < k_gemv_rows; ++j) act_rows[j] = tile.begin + min(j, count - 1);
       float acc[k_gemv_rows][2];
-      flare_moe_gemv_dots<MXFP4>(act, act_stride, act_rows, count, tile.expert, wt, rows, inter, acc);
+      flare_moe_gemv_dots<FMT>(act, act_stride, act_rows, count, tile.expert, wt, rows, inter, acc);
       const float* b = bias != nullptr ? bias + (long long)tile.expert * bias_expert_stride : nullptr;
 #pragma unroll
       for (int j = 0; j < k_gemv_rows; ++j) {  // lane j keeps row j
@@ -904,28 +1044,37 @@ __device__ __forceinline__ void flare_moe_fused_down(FLARE_MOE_FUSED_DOWN_PARAMS
   }
 }
 
+#define FLARE_MOE_FUSED_GATE_UP_ARGS                                                                        \
+  x, x_stride, ids, ids_stride, n_tokens, top_k, n_experts, w, w_stride, w_expert_stride, scales, s_stride,   \
+      s_expert_stride, block_rows, block_cols_log2, bias, bias_expert_stride, inter, hidden, act, act_stride, \
+      activation, limit, alpha
+#define FLARE_MOE_FUSED_DOWN_ARGS                                                                              \
+  act, act_stride, ids, ids_stride, weights, weights_stride, n_tokens, top_k, n_experts, w, w_stride,         \
+      w_expert_stride, scales, s_stride, s_expert_stride, block_rows, block_cols_log2, bias, bias_expert_stride, \
+      hidden, inter, out, out_stride
+
 extern "C" __global__ void __launch_bounds__(k_gemv_threads)
 flare_moe_experts_fused_gate_up(FLARE_MOE_FUSED_GATE_UP_PARAMS) {
-  flare_moe_fused_gate_up<false>(x, x_stride, ids, ids_stride, n_tokens, top_k, n_experts, w, w_stride, w_expert_stride,
-                                 scales, s_stride, s_expert_stride, bias, bias_expert_stride, inter, hidden, act,
-                                 act_stride, activation, limit, alpha);
+  flare_moe_fused_gate_up<k_fmt_bf16>(FLARE_MOE_FUSED_GATE_UP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
 flare_moe_experts_fused_gate_up_mxfp4(FLARE_MOE_FUSED_GATE_UP_PARAMS) {
-  flare_moe_fused_gate_up<true>(x, x_stride, ids, ids_stride, n_tokens, top_k, n_experts, w, w_stride, w_expert_stride,
-                                scales, s_stride, s_expert_stride, bias, bias_expert_stride, inter, hidden, act,
-                                act_stride, activation, limit, alpha);
+  flare_moe_fused_gate_up<k_fmt_mxfp4>(FLARE_MOE_FUSED_GATE_UP_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_gemv_threads, 2)
+flare_moe_experts_fused_gate_up_fp8(FLARE_MOE_FUSED_GATE_UP_PARAMS) {
+  flare_moe_fused_gate_up<k_fmt_fp8>(FLARE_MOE_FUSED_GATE_UP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_fused_down_threads) flare_moe_experts_fused_down(FLARE_MOE_FUSED_DOWN_PARAMS) {
-  flare_moe_fused_down<false>(act, act_stride, ids, ids_stride, weights, weights_stride, n_tokens, top_k, n_experts, w,
-                              w_stride, w_expert_stride, scales, s_stride, s_expert_stride, bias, bias_expert_stride,
-                              hidden, inter, out, out_stride);
+  flare_moe_fused_down<k_fmt_bf16>(FLARE_MOE_FUSED_DOWN_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(k_fused_down_threads, 2)
 flare_moe_experts_fused_down_mxfp4(FLARE_MOE_FUSED_DOWN_PARAMS) {
-  flare_moe_fused_down<true>(act, act_stride, ids, ids_stride, weights, weights_stride, n_tokens, top_k, n_experts, w,
-                             w_stride, w_expert_stride, scales, s_stride, s_expert_stride, bias, bias_expert_stride,
-                             hidden, inter, out, out_stride);
+  flare_moe_fused_down<k_fmt_mxfp4>(FLARE_MOE_FUSED_DOWN_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(k_fused_down_threads, 2)
+flare_moe_experts_fused_down_fp8(FLARE_MOE_FUSED_DOWN_PARAMS) {
+  flare_moe_fused_down<k_fmt_fp8>(FLARE_MOE_FUSED_DOWN_ARGS);
 }
 
 // ---------------------------------------------------------------------------------------------

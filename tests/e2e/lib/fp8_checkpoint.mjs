@@ -1,14 +1,16 @@
 // Writes an FP8 copy of a single-file BF16 checkpoint and a BF16 checkpoint of exactly the values
 // the FP8 one encodes: every *_proj.weight matrix quantized to F8_E4M3 with one power-of-two scale
-// per block (so dequantizing is exact in BF16), the rest copied. Layouts: "fp8-block" (quant_method
-// fp8, 32 x 48 blocks, `_scale_inv`) and "ct-channel" (compressed-tensors, one scale per output
-// channel, `_scale`, with input scales beside).
+// per block (so dequantizing is exact in BF16), the rest copied (a Qwen3-MoE fixture's experts are
+// *_proj.weight matrices too). Layouts: "fp8-block" (quant_method fp8, 32 x 48 blocks, `_scale_inv`),
+// "fp8-block32" (the same with 32 x 32 blocks, which the CUDA backend's FP8 experts take) and
+// "ct-channel" (compressed-tensors, one scale per output channel, `_scale`, with input scales beside).
 //   node fp8_checkpoint.mjs SOURCE_DIR FP8_DIR BF16_DIR LAYOUT
 import fs from "node:fs";
 import path from "node:path";
 
 const [src, fp8Dir, bf16Dir, layout] = process.argv.slice(2);
-if (!["fp8-block", "ct-channel"].includes(layout)) throw new Error(`unknown layout ${layout}`);
+if (!["fp8-block", "fp8-block32", "ct-channel"].includes(layout)) throw new Error(`unknown layout ${layout}`);
+const block = layout === "fp8-block32" ? [32, 32] : [32, 48];
 
 function readSafetensors(file) {
   const bytes = fs.readFileSync(file);
@@ -72,7 +74,7 @@ for (const t of readSafetensors(path.join(src, "model.safetensors"))) {
     continue;
   }
   const [rows, cols] = t.shape;
-  const [blockRows, blockCols] = compressed ? [1, cols] : [32, 48];
+  const [blockRows, blockCols] = compressed ? [1, cols] : block;
   const scaleRows = Math.ceil(rows / blockRows), scaleCols = Math.ceil(cols / blockCols);
   const values = new Float32Array(rows * cols);
   for (let i = 0; i < values.length; ++i) values[i] = bf16ToF32(t.bytes.readUInt16LE(2 * i));
@@ -115,7 +117,7 @@ quantized.quantization_config = compressed
       config_groups: { group_0: { targets: ["Linear"],
                                   weights: { num_bits: 8, type: "float", strategy: "channel", symmetric: true,
                                              dynamic: false, group_size: null } } } }
-  : { quant_method: "fp8", fmt: "e4m3", activation_scheme: "dynamic", weight_block_size: [32, 48] };
+  : { quant_method: "fp8", fmt: "e4m3", activation_scheme: "dynamic", weight_block_size: block };
 for (const [dir, tensors, cfg] of [[fp8Dir, fp8, quantized], [bf16Dir, bf16, config]]) {
   fs.mkdirSync(dir, { recursive: true });
   writeSafetensors(path.join(dir, "model.safetensors"), tensors);

@@ -21,7 +21,32 @@ TEST(ShapeConfigs, EmbedsTheDenseAndMixtureOfExpertsShapes) {
   std::vector<std::string> names;
   for (const ShapeConfig& s : embedded_shape_configs()) names.emplace_back(s.name);
   EXPECT_EQ(names, (std::vector<std::string>{"gemma-3-12b", "gpt-oss-20b", "llama-3.1-8b", "mixtral-8x7b",
-                                            "qwen3-30b-a3b", "qwen3-8b"}));
+                                            "qwen3-30b-a3b-fp8", "qwen3-30b-a3b", "qwen3-8b"}));
+}
+
+// qwen3-30b-a3b-fp8: Qwen3-30B-A3B's shape with its FP8 checkpoint's quantization; FP8 experts
+// count a byte a value and an f32 scale per 128 x 128 block in the bound, as the dense matrices do.
+TEST(ShapeConfigs, Qwen3MoeFp8ShapeReadsItsFp8Experts) {
+  const BenchModel m = bench_model_resolve("qwen3-30b-a3b-fp8");
+  const model::ModelSpec& s = m.spec;
+  EXPECT_EQ(s.architecture, "Qwen3MoeForCausalLM");
+  EXPECT_TRUE(s.quantization.fp8);
+  EXPECT_EQ(s.quantization.block_rows, 128);
+  EXPECT_EQ(s.quantization.block_cols, 128);
+  EXPECT_EQ(s.moe.n_experts, 128);
+  EXPECT_EQ(s.moe.top_k, 8);
+  // Per layer: qkv 5120x2048 and o 2048x4096 in FP8, the router 128x2048 in BF16 (as the checkpoint
+  // leaves it), 8 experts of gate_up 1536x2048 and down 2048x768 in FP8; f32 norms (2 x 2048) and
+  // q/k norms (2 x 128). Then the final norm and the 151936x2048 head (BF16).
+  const double per_fp8 = 1.0 + 4.0 / (128 * 128);
+  const double layer = per_fp8 * (5120.0 * 2048 + 2048.0 * 4096) + 2.0 * 128 * 2048 +
+                       8 * per_fp8 * (1536.0 * 2048 + 2048.0 * 768) + 4.0 * (2 * 2048 + 2 * 128);
+  EXPECT_DOUBLE_EQ(decode_weight_bytes(s, helios::DType::f8_e4m3), 48 * layer + 2048 * 4 + 151936.0 * 2048 * 2);
+  // The BF16 shape's experts read twice the bytes.
+  const double bf16_layer = 2.0 * (5120.0 * 2048 + 2048.0 * 4096 + 128.0 * 2048) +
+                            8 * 2.0 * (1536.0 * 2048 + 2048.0 * 768) + 4.0 * (2 * 2048 + 2 * 128);
+  EXPECT_DOUBLE_EQ(decode_weight_bytes(bench_model_resolve("qwen3-30b-a3b").spec),
+                   48 * bf16_layer + 2048 * 4 + 151936.0 * 2048 * 2);
 }
 
 TEST(ShapeConfigs, MixtureOfExpertsShapesCountActiveParameters) {
@@ -155,7 +180,7 @@ TEST(ShapeConfigs, PathsResolveToRandomWeightsOrTheCheckpoint) {
     FAIL() << "an unknown shape resolved";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::usage);
-    EXPECT_NE(std::string(e.what()).find("llama-3.1-8b, mixtral-8x7b, qwen3-30b-a3b, qwen3-8b"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("llama-3.1-8b, mixtral-8x7b, qwen3-30b-a3b-fp8, qwen3-30b-a3b, qwen3-8b"), std::string::npos) << e.what();
   }
 }
 

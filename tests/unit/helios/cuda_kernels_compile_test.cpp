@@ -64,14 +64,15 @@ TEST_P(CudaKernelsPerArch, EveryKernelCompilesToACubin) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, CudaKernelsPerArch, testing::Values("sm_80", "sm_89", "sm_90", "sm_120"));
 
-// moe_experts holds every product in both weight formats (BF16 and gpt-oss's MXFP4) for all three
-// paths (the fused decode GEMVs, the GEMVs over the align kernel's tiles, the tensor-core GEMMs).
-TEST_P(CudaKernelsPerArch, MoeExpertsHasBothWeightFormats) {
+// moe_experts holds every product in all three weight formats (BF16, gpt-oss's MXFP4 and Qwen3's
+// FP8 block-scaled) for all three paths (the fused decode GEMVs, the GEMVs over the align kernel's
+// tiles, the tensor-core GEMMs).
+TEST_P(CudaKernelsPerArch, MoeExpertsHasEveryWeightFormat) {
   FLARE_NEED_NVRTC(nvrtc);
   const std::string cubin = nvrtc->compile(embedded_kernel("moe_experts"), options_for(GetParam()));
   for (const char* path : {"fused", "gemv", "mma"}) {
     for (const char* product : {"gate_up", "down"}) {
-      for (const char* format : {"", "_mxfp4"}) {
+      for (const char* format : {"", "_mxfp4", "_fp8"}) {
         const std::string entry = std::string("flare_moe_experts_") + path + "_" + product + format;
         EXPECT_NE(cubin.find(entry + '\0'), std::string::npos) << entry << " missing for " << GetParam();
       }

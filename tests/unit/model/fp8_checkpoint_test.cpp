@@ -3,7 +3,10 @@
 // and block scales, input scales beside them), read back as exactly the BF16 values they encode,
 // and the model over them computes the same logits, bit for bit, as over a BF16 checkpoint of those
 // values. Bad FP8 checkpoints (no scale, a misshapen or non-finite scale, a NaN weight, a weight its
-// scale overflows, FP8 without the config, an FP8 norm vector) fail naming the tensor.
+// scale overflows, FP8 without the config, an FP8 norm vector) fail naming the tensor. A Qwen3-MoE
+// fixture's experts quantized the same way (Qwen3 FP8 checkpoints) stay FP8 through preparation and
+// loading, as stacks of FP8 matrices with stacks of scales, and the model over them computes the
+// BF16 checkpoint's logits bit for bit (the CPU backend's FP8 experts).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,10 +19,12 @@
 #include "common/error.h"
 #include "harness.h"
 #include "helios/dtype.h"
+#include "model/architecture.h"
 #include "model/checkpoint.h"
 #include "model/fp8_matrix.h"
 #include "model/prepared_weights.h"
 #include "model/spec.h"
+#include "model/weight_summary.h"
 
 namespace flare::model::testing {
 namespace {
@@ -27,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* k_fixture = "qwen3-gqa2-hd128-tied";
+constexpr const char* k_moe_fixture = "qwen3moe-e8-top2-dense1";  // 8 experts of 64 x 64, top 2
 
 struct Tensor {
   std::string name;
@@ -99,15 +105,16 @@ class Fp8Checkpoint : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_ / "fp8");
     fs::create_directories(root_ / "bf16");
-    std::ifstream in(models_dir() / k_fixture / "config.json");
+    std::ifstream in(models_dir() / fixture() / "config.json");
     config_ = nlohmann::json::parse(in);
-    const auto src = package::SafetensorsFile::open(models_dir() / k_fixture / "model.safetensors");
+    const auto src = package::SafetensorsFile::open(models_dir() / fixture() / "model.safetensors");
     for (const auto& info : src->tensors()) {
       const auto bytes = src->tensor(info.name).bytes;
       source_.push_back({info.name, info.dtype, info.shape, std::vector<std::byte>(bytes.begin(), bytes.end())});
     }
   }
   void TearDown() override { fs::remove_all(root_); }
+  virtual const char* fixture() const { return k_fixture; }
 
   // How write_pair stores the FP8 checkpoint.
   struct Layout {
@@ -387,6 +394,93 @@ TEST_F(Fp8Checkpoint, BadFp8CheckpointsNameTheTensor) {
   nlohmann::json plain = config_;  // FP8 weights, but the config does not say so
   std::ofstream(root_ / "fp8" / "config.json", std::ios::trunc) << plain.dump(2);
   expect_load_error(root_ / "fp8", "F8_E4M3 needs an FP8 quantization_config");
+}
+
+// The Qwen3-MoE fixture: every expert's gate, up and down projections are FP8 too.
+class Fp8MoeCheckpoint : public Fp8Checkpoint {
+ protected:
+  const char* fixture() const override { return k_moe_fixture; }
+};
+
+// Expert stacks stay FP8 in the prepared layout: the stacked parts keep their blocks (32 x 32:
+// several a matrix both ways) or, where blocks would straddle two experts' parts (128 x 128 over
+// 64-row parts), become a block per row; the FP8 values and scales stand for exactly the BF16 stacks
+// of the BF16 checkpoint. Loaded on the CPU backend they are FP8 stacks with a stack of scales per
+// expert, and the logits equal the BF16 checkpoint's bit for bit.
+TEST_F(Fp8MoeCheckpoint, ExpertsStayFp8AndComputeTheBf16Logits) {
+  struct Case {
+    Layout layout;
+    std::int32_t block_rows, block_cols;  // of the prepared stacks
+  };
+  for (const Case& c : {Case{Layout{.block_rows = 32, .block_cols = 32}, 32, 32},
+                        Case{Layout{.block_rows = 128, .block_cols = 128}, 1, 64}}) {
+    SCOPED_TRACE(std::to_string(c.layout.block_rows) + " x " + std::to_string(c.layout.block_cols));
+    write_pair(c.layout);
+    std::map<std::string, PreparedTensor> fp8, bf16;
+    for (auto [dir, out] : {std::pair{root_ / "fp8", &fp8}, std::pair{root_ / "bf16", &bf16}}) {
+      prepare_weights(model_spec_load(dir), dir, [&](PreparedGroup&& group) {
+        for (PreparedTensor& t : group.tensors) out->emplace(t.name, std::move(t));
+      });
+    }
+    for (const std::string name : {"layers.0.experts.gate_up", "layers.0.experts.down", "layers.2.experts.down"}) {
+      SCOPED_TRACE(name);
+      const PreparedTensor& values = fp8.at(name);
+      ASSERT_EQ(values.dtype, helios::DType::f8_e4m3);
+      std::int32_t block[2];
+      std::memcpy(block, fp8.at(name + ".scale_block").bytes.data(), sizeof block);
+      EXPECT_EQ(block[0], c.block_rows);
+      EXPECT_EQ(block[1], c.block_cols);
+      const std::int64_t rows = values.shape[0], cols = values.shape[1];
+      EXPECT_EQ(rows, name.ends_with("gate_up") ? 8 * 128 : 8 * 64);  // 8 experts' matrices stacked
+      const std::vector<std::uint16_t> dequantized =
+          fp8_dequantize_bf16(reinterpret_cast<const std::uint8_t*>(values.bytes.data()),
+                              reinterpret_cast<const float*>(fp8.at(name + ".scales").bytes.data()), rows, cols,
+                              block[0], block[1]);
+      EXPECT_EQ(bytes_of(dequantized), bf16.at(name).bytes);
+    }
+    EXPECT_EQ(fp8.at("layers.0.router").dtype, helios::DType::bf16);  // the router is not quantized
+    if (c.block_rows == 32) {
+      // Expert bytes at stored precision, as `flare inspect` counts them: a byte a value, an f32
+      // scale per 32 x 32 block and the block shape, for the two expert layers (0 and 2); a decode
+      // step reads top_k (2) of each stack's 8 experts.
+      const WeightSummary summary = weight_summary(model_spec_load(root_ / "fp8"), [&](std::string_view name) {
+        std::uint64_t bytes = 0;
+        for (const std::string suffix : {"", ".scales", ".scale_block"}) {
+          const auto it = fp8.find(std::string(name) + suffix);
+          if (it != fp8.end()) bytes += it->second.bytes.size();
+        }
+        return bytes;
+      });
+      const std::uint64_t gate_up = 8 * 128 * 64 + (8 * 128 / 32) * (64 / 32) * 4 + 8;
+      const std::uint64_t down = 8 * 64 * 64 + (8 * 64 / 32) * (64 / 32) * 4 + 8;
+      EXPECT_EQ(summary.expert_bytes, 2 * (gate_up + down));
+      const WeightSummary bf16_summary = weight_summary(model_spec_load(root_ / "bf16"), [&](std::string_view name) {
+        const auto it = bf16.find(std::string(name));
+        return it != bf16.end() ? std::uint64_t(it->second.bytes.size()) : 0;
+      });
+      EXPECT_EQ(bf16_summary.expert_bytes, 2 * 2 * 8 * (128 * 64 + 64 * 64));
+      // The memory plan counts the FP8 experts as the package stores them, before reading any weight.
+      const ModelSpec spec = model_spec_load(root_ / "fp8");
+      const WeightTable table = architecture_of(spec).weight_table(spec);
+      EXPECT_EQ(table.prepared_bytes() - table.prepared_bytes(spec.quantization),
+                bf16_summary.expert_bytes - summary.expert_bytes);
+      EXPECT_EQ(bf16_summary.decode_weight_bytes - summary.decode_weight_bytes,
+                (bf16_summary.stored_bytes - summary.stored_bytes) -
+                    (bf16_summary.expert_bytes - summary.expert_bytes) * 6 / 8);  // 6 of 8 experts unread
+    }
+
+    helios::cpu::CpuBackend backend(1);
+    const std::unique_ptr<Model> model = Model::load(root_ / "fp8", backend);
+    for (const std::string name : {"layers.0.experts.gate_up", "layers.2.experts.down"}) {
+      const Weight& w = model->weights().at(name);
+      EXPECT_EQ(w.values.dtype, helios::DType::f8_e4m3) << name;
+      EXPECT_EQ(w.values.n_batch, 8) << name;
+      EXPECT_EQ(w.quant.format, helios::QuantizedWeight::Format::fp8_e4m3) << name;
+      EXPECT_EQ(w.quant.scales.n_batch, 8) << name;
+      EXPECT_EQ(w.quant.block_rows, c.block_rows) << name;
+    }
+    expect_same_model();
+  }
 }
 
 }  // namespace
