@@ -206,7 +206,7 @@ int run_export(const ExportOptions& options) {
   const model::Architecture& architecture = model::architecture_of(spec);
   const SpeculationSettings speculation = speculation_settings(options, recipe, file_settings);
   std::optional<PreparedDraft> draft = resolve_draft(options.draft_model, options.no_mtp, recipe, config,
-                                                     assets_directory(), resolved.checkpoint_dir, spec);
+                                                     assets_directory(), resolved.checkpoint_dir, spec, hub);
   if (draft && on_gpu) {
     // A learned draft runs on the CPU backend only so far: an explicit one is an error, the recipe's
     // default is left out (the GPU package keeps history drafts).
