@@ -15,10 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include <openssl/evp.h>
-
 #include "common/error.h"
 #include "common/sizes.h"
+#include "hub/content_hash.h"
 #include "hub/protocol.h"
 
 namespace flare::hub {
@@ -154,6 +153,7 @@ struct Transfer {
   std::size_t next_pending = 0;
   Abort abort;
   std::atomic<std::uint64_t> n_left{0};
+  FollowingHasher* hasher = nullptr;  // hashes the bytes as they are written (content_hash.h)
 
   std::optional<std::size_t> take_chunk() {
     std::lock_guard lock(mutex);
@@ -185,6 +185,7 @@ struct Transfer {
 // for the whole file (a resume after a drop asks for the rest; a 200 to it starts over).
 void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uint64_t last, bool whole_stream) {
   std::uint64_t offset = first;
+  const std::size_t chunk = static_cast<std::size_t>(first / t.chunk_bytes);
   int attempt = 0;
   bool refreshed = false;
   int write_errno = 0;
@@ -217,7 +218,10 @@ void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uin
             t.abort.set_ranges_ignored();
             return false;
           }
-          offset = 0;  // the server sent the whole file again: start over
+          // The server sent the whole file again: start over. Bytes hashed so far are written
+          // again, so the following hash no longer holds.
+          if (offset > 0 && t.hasher) t.hasher->invalidate();
+          offset = 0;
         } else {
           protocol_error = true;
           protocol_message = fmt::format("HTTP {} to a download request", head.status);
@@ -240,6 +244,7 @@ void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uin
         written += static_cast<std::size_t>(n);
       }
       offset += size;
+      if (t.hasher) t.hasher->written(chunk, offset);
       t.n_left -= std::min<std::uint64_t>(t.n_left, size);
       t.observer.bytes_received(size);
       return true;
@@ -309,16 +314,6 @@ bool run_transfer(Transfer& t, const TransferOptions& options) {
   return !t.abort.ranges_ignored;
 }
 
-std::string hex(const unsigned char* bytes, unsigned n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) {
-    out += kHex[bytes[i] >> 4];
-    out += kHex[bytes[i] & 15];
-  }
-  return out;
-}
-
 void remove_partial(const Transfer& t) {
   ::unlink(t.part_path.c_str());
   ::unlink(t.record_path.c_str());
@@ -331,39 +326,6 @@ std::uint64_t chunk_bytes_for(std::uint64_t size, const TransferOptions& options
   std::uint64_t chunk = (size + n_target - 1) / n_target;
   chunk = (chunk + kMiB - 1) / kMiB * kMiB;
   return std::clamp(chunk, options.min_chunk_bytes, std::max(options.min_chunk_bytes, options.max_chunk_bytes));
-}
-
-std::string content_id_of_file(const std::string& path, bool git_blob) {
-  FileHandle fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) fail(ExitCode::failure, "cannot read {}: {}", path, std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) fail(ExitCode::failure, "cannot stat {}: {}", path, std::strerror(errno));
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  if (!ctx || EVP_DigestInit_ex(ctx, git_blob ? EVP_sha1() : EVP_sha256(), nullptr) != 1) {
-    EVP_MD_CTX_free(ctx);
-    fail(ExitCode::failure, "cannot start a hash");
-  }
-  if (git_blob) {
-    const std::string prefix = fmt::format("blob {}", static_cast<std::uint64_t>(info.st_size));
-    EVP_DigestUpdate(ctx, prefix.data(), prefix.size() + 1);  // with its NUL terminator
-  }
-  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-  std::vector<unsigned char> buffer(4u << 20);
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      EVP_MD_CTX_free(ctx);
-      fail(ExitCode::failure, "cannot read {}: {}", path, std::strerror(errno));
-    }
-    if (n == 0) break;
-    EVP_DigestUpdate(ctx, buffer.data(), static_cast<std::size_t>(n));
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned n_digest = 0;
-  EVP_DigestFinal_ex(ctx, digest, &n_digest);
-  EVP_MD_CTX_free(ctx);
-  return hex(digest, n_digest);
 }
 
 namespace {
@@ -478,6 +440,11 @@ BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const 
                                 format_bytes(resumed), format_bytes(request.size)));
     }
     outcome.resumed_bytes = resumed;
+    // The content id is computed while the bytes arrive; the file is read back only where that
+    // could not follow (a body the server restarted).
+    std::optional<FollowingHasher> hasher;
+    hasher.emplace(t.fd, git_blob, request.size, t.chunk_bytes, t.done);
+    t.hasher = &*hasher;
     if (resumed < request.size) {
       t.url = locate_checked(client, request);
       if (!run_transfer(t, options)) {
@@ -486,13 +453,17 @@ BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const 
         t.ranged = false;
         t.chunk_bytes = std::max<std::uint64_t>(request.size, 1);
         t.n_chunks = request.size == 0 ? 0 : 1;
+        t.hasher = nullptr;
+        hasher.reset();  // stopped before its file closes
         fd.reset();
         remove_partial(t);
         continue;
       }
     }
+    const std::optional<std::string> followed = hasher->finish();
+    t.hasher = nullptr;
     if (::fsync(t.fd) != 0) fail_write(errno, request, t.part_path, 0);
-    const std::string actual = content_id_of_file(t.part_path.string(), git_blob);
+    const std::string actual = followed ? *followed : content_id_of_file(t.part_path.string(), git_blob);
     if (actual != request.etag) {
       fd.reset();
       remove_partial(t);
