@@ -498,8 +498,9 @@ void add_preparation_flags(CLI::App& app, ExportOptions& options) {
   command->add_option("--official-source", options.official_source,
                       "Published repository URL under the configured publisher namespace");
   command->add_option("--draft-model", options.draft_model,
-                      "Learned draft model for speculative decoding: a checkpoint directory or ORG/NAME[@REVISION] "
-                      "in the hub cache (same tokenizer as the target; default: the recipe's, if any)");
+                      "Learned draft model for speculative decoding: a checkpoint directory or ORG/NAME[@REVISION], "
+                      "downloaded into the hub cache like the target (same tokenizer as the target; default: the "
+                      "recipe's, if any)");
   command->add_option("--mtp-draft-tokens", options.mtp_draft_tokens,
                       "Most draft tokens verified in one round, 0-15 (default: the recipe's, 5)");
   command->add_flag("--no-mtp", options.no_mtp, "No speculation: no draft model, one token per step");
