@@ -91,7 +91,8 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_range(const std::st
 }
 
 bool send_file(int fd, const ServedFile& file, const std::string& range_header, bool head_only) {
-  const auto range = range_header.empty() ? std::nullopt : parse_range(range_header, file.size);
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> range;
+  if (!range_header.empty()) range = parse_range(range_header, file.size);
   const std::uint64_t first = range ? range->first : 0;
   const std::uint64_t length = range ? range->second - first + 1 : file.size;
   std::string headers = "Accept-Ranges: bytes\r\nETag: \"" + file.sha256 + "\"\r\n";
