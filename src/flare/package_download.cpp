@@ -1,6 +1,11 @@
 #include "flare/package_download.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <regex>
@@ -200,40 +205,65 @@ std::vector<const hub::TreeEntry*> companions_of(const fs::path& primary, const 
   return entries;
 }
 
-// Installs the downloaded package (the primary and its companions, beside it in the transport
-// snapshot) as a directory-form cache entry. Every payload is checked against the signed
-// manifest before anything enters the cache, and the entry appears in one rename, so a failure
-// leaves no entry behind.
-package::EntryRef install(const fs::path& primary, package::ModelCache& cache, const TerminalInfo& terminal,
-                          const std::string& origin, std::string* envelope) {
-  std::unique_ptr<package::Package> source;
-  try {
-    source = package::Package::open(primary);
-    source->check_layout();
-  } catch (const Error& error) {
-    fail(ExitCode::fetch, "the package downloaded from {} is not a valid package, so nothing was installed: {}",
-         origin, error.what());
-  }
-  *envelope = envelope_sha256(*source);
-  const package::EntryRef ref{source->manifest().model().canonical_name(), source->manifest().version()};
+// Places `from` (a snapshot symlink into the transport blobs) at `to` as a hard link to the blob,
+// or a copy across filesystems: packages accept no symlinked companions.
+void link_resolved(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  if (fs::is_directory(cache.entry_path(ref), ec)) {
-    cache.select(ref);  // the same version is already installed (another repository or revision)
-    return ref;
-  }
+  fs::create_directories(to.parent_path(), ec);
+  if (::linkat(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
+  if (errno != EXDEV && errno != EPERM && errno != EMLINK)
+    fail(ExitCode::failure, "cannot link {} to {}: {}", from.string(), to.string(), std::strerror(errno));
+  fs::copy_file(from, to, ec);
+  if (ec) fail(ExitCode::failure, "cannot copy {} to {}: {}", from.string(), to.string(), ec.message());
+}
+
+// Installs the downloaded package (`files`: the primary `filename` and its companions, repository
+// paths in the transport snapshot) as a directory-form cache entry. The snapshot's links are
+// resolved into an acquisition tree in a staging folder of the model cache; every payload is
+// checked against the signed manifest there; the entry appears in one rename, so a failure leaves
+// no entry (and the staging folder is removed).
+package::EntryRef install(const fs::path& snapshot, const std::string& filename, const std::vector<std::string>& files,
+                          package::ModelCache& cache, const TerminalInfo& terminal, const std::string& origin,
+                          std::string* envelope) {
   {
-    ProgressStage stage(terminal, stderr, "Verify package", source->distinct_payload_bytes());
-    try {
-      source->verify_payloads([&stage](std::uint64_t n) { stage.advance(n); });
-    } catch (const Error& error) {
-      stage.failed();
-      fail(ExitCode::fetch, "the package downloaded from {} failed verification, so nothing was installed: {}",
-           origin, error.what());
+    const auto primary = package::Package::open(snapshot / filename);  // opened by companions_of already
+    *envelope = envelope_sha256(*primary);
+    const package::EntryRef ref{primary->manifest().model().canonical_name(), primary->manifest().version()};
+    std::error_code ec;
+    if (fs::is_directory(cache.entry_path(ref), ec)) {
+      cache.select(ref);  // the same version is already installed (another repository or revision)
+      return ref;
     }
-    stage.ok(fmt::format("{} payloads", source->distinct_payloads().size()));
   }
   package::ModelCache::Staging staging = cache.begin_staging();
-  package::convert_package(*source, staging.path() / "package", package::PackageForm::directory);
+  try {
+    const fs::path acquired = staging.path() / "acquired";
+    for (const std::string& file : files) link_resolved(snapshot / file, acquired / file);
+    std::unique_ptr<package::Package> source;
+    try {
+      source = package::Package::open(acquired / filename);
+      source->check_layout();
+    } catch (const Error& error) {
+      fail(ExitCode::fetch, "the package downloaded from {} is not a valid package, so nothing was installed: {}",
+           origin, error.what());
+    }
+    {
+      ProgressStage stage(terminal, stderr, "Verify package", source->distinct_payload_bytes());
+      try {
+        source->verify_payloads([&stage](std::uint64_t n) { stage.advance(n); });
+      } catch (const Error& error) {
+        stage.failed();
+        fail(ExitCode::fetch, "the package downloaded from {} failed verification, so nothing was installed: {}",
+             origin, error.what());
+      }
+      stage.ok(fmt::format("{} payloads", source->distinct_payloads().size()));
+    }
+    package::convert_package(*source, staging.path() / "package", package::PackageForm::directory);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(staging.path(), ec);
+    throw;
+  }
   return cache.publish(std::move(staging), true);
 }
 
@@ -321,8 +351,10 @@ package::EntryRef acquire_package(const PackageDownloadOptions& options, const C
   }
   if (*revision != commit) transport.write_ref(*revision, commit);
 
+  std::vector<std::string> package_files = {filename};
+  for (const hub::TreeEntry* companion : companions) package_files.push_back(companion->path);
   std::string envelope;
-  const package::EntryRef ref = install(primary, cache, terminal,
+  const package::EntryRef ref = install(transport.snapshot(commit), filename, package_files, cache, terminal,
                                         fmt::format("{}@{} (commit {})", repository, *revision, commit.substr(0, 12)),
                                         &envelope);
   Origin origin{repository, *revision, commit, filename, !options.filename.has_value(), 1, envelope, ref.text()};
