@@ -81,7 +81,7 @@ grep -q "Download checkpoint.*OK.*4 files" "$WORK/out" || { cat "$WORK/out"; fai
 [[ $(cat "$HUB_CACHE/models--test-org--tiny-draft/refs/main") == "$DRAFT_COMMIT" ]] || fail "the draft's ref was not written"
 log_since | grep '"port":"cdn"' | grep -q GET || fail "the draft's weights were not transferred"
 draft_entry=$(grep "^$CACHE/models/" "$WORK/out" | tail -n 1)
-expect_output "draft model .*test-org/tiny-draft@$DRAFT_COMMIT" "$FLARE" inspect "$draft_entry" --plain
+expect_output "test-org/tiny-draft@$DRAFT_COMMIT" "$FLARE" inspect "$draft_entry" --json
 log_mark
 hub_export "$CHECKPOINT" --draft-model test-org/tiny-draft --offline || { cat "$WORK/out" >&2; fail "--offline export with the cached draft failed"; }
 [[ -z $(log_since) ]] || fail "--offline contacted the hub"
