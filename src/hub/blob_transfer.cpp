@@ -25,6 +25,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// One worker's write buffer: many 16 KiB pieces per write, and small enough to stay in cache.
+constexpr std::size_t kWriteBufferBytes = 1u << 20;
+
 bool is_disk_full(int err) { return err == ENOSPC || err == EDQUOT || err == EFBIG; }
 
 [[noreturn]] void fail_write(int err, const BlobRequest& request, const fs::path& path, std::uint64_t n_left) {
@@ -181,11 +184,58 @@ struct Transfer {
   }
 };
 
+// Received bytes gathered into one larger write: libcurl hands a body over in pieces of at most
+// 16 KiB, and a pwrite per piece (65,000 a GiB) serializes the connections on the file's inode
+// lock. Contiguous pieces are copied here and written together.
+class PendingWrite {
+ public:
+  PendingWrite(Transfer& t, std::vector<char>& buffer, std::size_t chunk) : t_(t), buffer_(buffer), chunk_(chunk) {}
+  // Appends `size` bytes that belong at file offset `offset`; returns errno of a failed write, else 0.
+  int add(std::uint64_t offset, const char* data, std::size_t size) {
+    if (used_ > 0 && (start_ + used_ != offset || used_ + size > buffer_.size()))
+      if (const int err = flush()) return err;
+    if (size >= buffer_.size()) return write(offset, data, size);
+    if (used_ == 0) start_ = offset;
+    std::memcpy(buffer_.data() + used_, data, size);
+    used_ += size;
+    return 0;
+  }
+  // Writes what is gathered; returns errno of a failed write, else 0.
+  int flush() {
+    const std::size_t n = used_;
+    used_ = 0;
+    return n == 0 ? 0 : write(start_, buffer_.data(), n);
+  }
+
+ private:
+  int write(std::uint64_t offset, const char* data, std::size_t size) {
+    std::size_t written = 0;
+    while (written < size) {
+      const ssize_t n = ::pwrite(t_.fd, data + written, size - written, static_cast<off_t>(offset + written));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return n < 0 ? errno : EIO;
+      written += static_cast<std::size_t>(n);
+    }
+    if (t_.hasher) t_.hasher->written(chunk_, offset + size);
+    t_.n_left -= std::min<std::uint64_t>(t_.n_left, size);
+    t_.observer.bytes_received(size);
+    return 0;
+  }
+
+  Transfer& t_;
+  std::vector<char>& buffer_;
+  std::size_t chunk_;
+  std::uint64_t start_ = 0;
+  std::size_t used_ = 0;
+};
+
 // Fetches bytes [first, last] of the file into place. `whole_stream`: one request without Range
 // for the whole file (a resume after a drop asks for the rest; a 200 to it starts over).
-void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uint64_t last, bool whole_stream) {
+// `buffer`: the worker's write buffer.
+void fetch_span(Transfer& t, HttpSession& session, std::vector<char>& buffer, std::uint64_t first, std::uint64_t last,
+                bool whole_stream) {
   std::uint64_t offset = first;
-  const std::size_t chunk = static_cast<std::size_t>(first / t.chunk_bytes);
+  PendingWrite pending(t, buffer, static_cast<std::size_t>(first / t.chunk_bytes));
   int attempt = 0;
   bool refreshed = false;
   int write_errno = 0;
@@ -233,45 +283,39 @@ void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uin
         protocol_message = "more bytes than the file has";
         return false;
       }
-      std::size_t written = 0;
-      while (written < size) {
-        const ssize_t n = ::pwrite(t.fd, data + written, size - written, static_cast<off_t>(offset + written));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          write_errno = n < 0 ? errno : EIO;
-          return false;
-        }
-        written += static_cast<std::size_t>(n);
-      }
+      if ((write_errno = pending.add(offset, data, size)) != 0) return false;
       offset += size;
-      if (t.hasher) t.hasher->written(chunk, offset);
-      t.n_left -= std::min<std::uint64_t>(t.n_left, size);
-      t.observer.bytes_received(size);
       return true;
     };
-    std::optional<HttpResponse> failure;
+    std::optional<HttpResponse> response;
+    std::optional<TransportError> transport_error;
     try {
-      HttpResponse response = session.perform(http, &sink);
-      if (response.status >= 200 && response.status < 300) {
-        if (offset > last) return;
-        // The body ended early without a transport error: ask for the rest.
-      } else if (response.status == 403 && url_origin(http.url) != url_origin(t.client.settings().endpoint) &&
-                 !refreshed) {
-        refreshed = true;
-        t.refresh_url(session, http.url);
-        continue;
-      } else if (response.status == 408 || response.status == 429 || response.status >= 500) {
-        failure = std::move(response);
-      } else {
-        t.client.fail_status(response, t.request.target, http.url);
-      }
+      response = session.perform(http, &sink);
     } catch (const TransportError& error) {
-      if (write_errno) fail_write(write_errno, t.request, t.part_path, t.n_left.load());
+      transport_error = error;
+    }
+    // Every byte received is in the file before anything else is decided.
+    if (write_errno == 0) write_errno = pending.flush();
+    if (write_errno) fail_write(write_errno, t.request, t.part_path, t.n_left.load());
+    std::optional<HttpResponse> failure;
+    if (transport_error) {
       if (t.abort.flag) return;
       if (protocol_error)
         fail(ExitCode::fetch, "{} of {}: the download server answered with {}; run this again later",
              t.request.target.filename, t.request.target.repository, protocol_message);
-      if (error.aborted_by_sink) return;
+      if (transport_error->aborted_by_sink) return;
+    } else if (response->status >= 200 && response->status < 300) {
+      if (offset > last) return;
+      // The body ended early without a transport error: ask for the rest.
+    } else if (response->status == 403 && url_origin(http.url) != url_origin(t.client.settings().endpoint) &&
+               !refreshed) {
+      refreshed = true;
+      t.refresh_url(session, http.url);
+      continue;
+    } else if (response->status == 408 || response->status == 429 || response->status >= 500) {
+      failure = std::move(response);
+    } else {
+      t.client.fail_status(*response, t.request.target, http.url);
     }
     if (offset > offset_before) attempt = 0;  // progress resets the retry budget
     if (++attempt >= t.client.settings().retry.n_attempts)
@@ -285,12 +329,13 @@ void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uin
 void worker(Transfer& t) {
   try {
     HttpSession session;
+    std::vector<char> buffer(kWriteBufferBytes);
     while (!t.abort.flag) {
       const auto index = t.take_chunk();
       if (!index) return;
       const std::uint64_t first = *index * t.chunk_bytes;
       const std::uint64_t last = std::min(t.request.size, first + t.chunk_bytes) - 1;
-      fetch_span(t, session, first, last, !t.ranged);
+      fetch_span(t, session, buffer, first, last, !t.ranged);
       if (t.abort.flag) return;
       t.finish_chunk(*index);
     }
