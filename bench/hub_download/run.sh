@@ -9,20 +9,39 @@
 #   bench/hub_download/run.sh BIN_DIR [SIZE] [CONNECTIONS...]
 #       BIN_DIR: the build directory (or any folder) holding hub_download_bench and bench_hub_server
 #       WORK_DIR=/path   where the file and the scratch hub cache go (default: a folder under /tmp)
-#   bench/hub_download/run.sh --pack-libcurl DIR
-#       copies libcurl.so.4 and the libraries it needs beyond glibc into DIR, for a machine that has
-#       no libcurl (the programs load it at run time); carry DIR there and set LIBCURL_DIR=DIR.
+#       (or a folder holding hub-bench.tar.gz from --pack, unpacked into the work folder)
+#   bench/hub_download/run.sh --pack BUILD_DIR DEST_DIR
+#       writes DEST_DIR/hub-bench.tar.gz: both programs, stripped, and libcurl.so.4 with the libraries
+#       it needs beyond glibc (libcurl/), for a machine with nothing built; run.sh uses that libcurl
+#       only where the system has none (or LIBCURL_DIR=DIR names another folder).
 set -euo pipefail
 
-if [[ ${1:-} == --pack-libcurl ]]; then
-  dest=${2:?usage: run.sh --pack-libcurl DIR}
+# pack_libcurl DIR: libcurl.so.4 and the libraries it needs beyond glibc.
+pack_libcurl() {
+  local lib dest=$1
   mkdir -p "$dest"
   lib=$(ldconfig -p | awk '/libcurl\.so\.4 /{print $NF; exit}')
   [[ -n $lib ]] || { echo "run.sh: no libcurl.so.4 here to pack" >&2; exit 1; }
   cp -L "$lib" "$dest/libcurl.so.4"
   ldd "$lib" | awk '/=> \//{print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
     while read -r dep; do cp -L "$dep" "$dest/"; done
-  du -sh "$dest"
+}
+
+if [[ ${1:-} == --pack ]]; then
+  # One archive for a machine with nothing built: the two programs, stripped, and libcurl/.
+  build=${2:?usage: run.sh --pack BUILD_DIR DEST_DIR}
+  dest=${3:?usage: run.sh --pack BUILD_DIR DEST_DIR}
+  staging=$(mktemp -d)
+  trap 'rm -rf "$staging"' EXIT
+  for program in hub_download_bench bench_hub_server; do
+    found=$(find "$build" -maxdepth 3 -type f -name "$program" -perm -u+x | head -n 1)
+    [[ -n $found ]] || { echo "run.sh: build $program first (cmake --build $build --target $program)" >&2; exit 1; }
+    strip -o "$staging/$program" "$found"
+  done
+  pack_libcurl "$staging/libcurl"
+  mkdir -p "$dest"
+  tar -czf "$dest/hub-bench.tar.gz" -C "$staging" .
+  ls -la "$dest/hub-bench.tar.gz"
   exit 0
 fi
 
@@ -37,23 +56,33 @@ find_binary() {
   [[ -n $found ]] || { echo "run.sh: $1 is not under $BIN_DIR (build it: cmake --build build --target $1)" >&2; exit 1; }
   echo "$found"
 }
+WORK=$(mktemp -d "${WORK_DIR:-${TMPDIR:-/tmp}}/flare-hub-bench.XXXXXX")
+trap 'kill ${SERVER:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
+if [[ -f $BIN_DIR/hub-bench.tar.gz ]]; then
+  mkdir -p "$WORK/bin" && tar -xzf "$BIN_DIR/hub-bench.tar.gz" -C "$WORK/bin"
+  BIN_DIR=$WORK/bin
+fi
 BENCH=$(find_binary hub_download_bench)
 SERVER_BIN=$(find_binary bench_hub_server)
-if [[ -n ${LIBCURL_DIR:-} ]]; then export LD_LIBRARY_PATH=$LIBCURL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
-if [[ -z ${LIBCURL_DIR:-} ]] && ! ldconfig -p 2>/dev/null | grep -q 'libcurl\.so\.4 '; then
-  echo "run.sh: this machine has no libcurl.so.4; pack one elsewhere with --pack-libcurl DIR and set LIBCURL_DIR" >&2
+# libcurl is loaded at run time: the system's, else one packed beside the binaries (BIN_DIR/libcurl).
+if [[ -z ${LIBCURL_DIR:-} ]] && ! ldconfig -p 2>/dev/null | grep -q 'libcurl\.so\.4 ' && [[ -f $BIN_DIR/libcurl/libcurl.so.4 ]]; then
+  LIBCURL_DIR=$BIN_DIR/libcurl
+fi
+if [[ -n ${LIBCURL_DIR:-} ]]; then
+  echo "libcurl: $LIBCURL_DIR/libcurl.so.4 (packed)"
+  export LD_LIBRARY_PATH=$(cd "$LIBCURL_DIR" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+elif ! ldconfig -p 2>/dev/null | grep -q 'libcurl\.so\.4 '; then
+  echo "run.sh: this machine has no libcurl.so.4; make BIN_DIR with --pack on a machine that has one" >&2
   exit 1
 fi
 
-WORK=$(mktemp -d "${WORK_DIR:-${TMPDIR:-/tmp}}/flare-hub-bench.XXXXXX")
-trap 'kill ${SERVER:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/repo"
 echo "machine: $(nproc) CPUs, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) memory, $(uname -r)"
 echo "writing $SIZE of random bytes to $WORK/repo ..."
 head -c "$SIZE" /dev/urandom >"$WORK/repo/model.safetensors"
 "$SERVER_BIN" "$WORK/repo" bench/large "$WORK/ports" &
 SERVER=$!
-for _ in $(seq 600); do [[ -s $WORK/ports ]] && break; sleep 0.1; done
+for _ in $(seq 3000); do [[ -s $WORK/ports ]] && break; sleep 0.1; done
 [[ -s $WORK/ports ]] || { echo "run.sh: bench_hub_server did not start" >&2; exit 1; }
 read -r api_port _ <"$WORK/ports"
 "$BENCH" "http://127.0.0.1:$api_port" bench/large model.safetensors "$WORK/hub" "${CONNECTIONS[@]}"
