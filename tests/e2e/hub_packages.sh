@@ -107,6 +107,16 @@ expect_fail 3 "failed verification, so nothing was installed" "$FLARE" download 
 [[ -z $(ls -A "$BAD_CACHE/refs" 2>/dev/null) ]] || fail "a failed download selected a default"
 [[ -z $(ls -A "$BAD_CACHE/origins" 2>/dev/null) ]] || fail "a failed download recorded an origin"
 HUB_CACHE=$BAD_CACHE/hub-transport check_cache_consistent
+# Once the repository holds every file, a new attempt fetches only what no failed attempt kept: the
+# transport cache holds every file that passed its hash (the corrupt-package attempt fetched the
+# intact companions and its altered ${companions[1]}), so only the intact ${companions[1]} travels.
+cp "$SPLIT/${companions[0]}" "$BROKEN/${companions[0]}"
+log_mark
+fixed=$("$FLARE" download test-org/tiny-split@broken --model-cache "$BAD_CACHE" --config "$CONFIG" 2>"$WORK/fixed.err") ||
+  { cat "$WORK/fixed.err"; fail "the download after the repository was completed failed"; }
+[[ $(log_since | grep -c '"port":"cdn"') == 1 ]] || { log_since; fail "files kept by the failed attempts were fetched again"; }
+log_since | grep -q "/resolve/$BROKEN_COMMIT/${companions[1]}\"" || { log_since; fail "the transfer was not ${companions[1]}"; }
+cmp -s "$fixed/${companions[0]}" "$SPLIT/${companions[0]}" || fail "the completed package's companion differs"
 
 fingerprint=$(json_get "$HOME/.config/flare/development-publisher.json" 'j.keys[0].fingerprint')
 # serve_once ARGS...: flare run ARGS until /health answers, then SIGTERM; its output in $WORK/run.log.
