@@ -205,16 +205,15 @@ int run_export(const ExportOptions& options) {
                                                       : spec.max_position_embeddings;
   const model::Architecture& architecture = model::architecture_of(spec);
   const SpeculationSettings speculation = speculation_settings(options, recipe, file_settings);
-  if (on_gpu && options.draft_model && !options.no_mtp) {
-    // Refused before a repository draft is downloaded for nothing.
-    fail_usage("--draft-model: a learned draft model is prepared for CPU packages only so far; export with --cpu, "
-               "or without --draft-model for this GPU");
-  }
   std::optional<PreparedDraft> draft = resolve_draft(options.draft_model, options.no_mtp, recipe, config,
                                                      assets_directory(), resolved.checkpoint_dir, spec, hub);
   if (draft && on_gpu) {
-    // A learned draft runs on the CPU backend only so far: an explicit one was refused above, the
-    // recipe's default is left out (the GPU package keeps history drafts).
+    // A learned draft runs on the CPU backend only so far: an explicit one is an error, the recipe's
+    // default is left out (the GPU package keeps history drafts).
+    if (options.draft_model) {
+      fail_usage("--draft-model: a learned draft model is prepared for CPU packages only so far; export with --cpu, "
+                 "or without --draft-model for this GPU");
+    }
     std::fprintf(stderr, "Speculation: the recipe's draft model %s is prepared for CPU packages only so far; this GPU "
                  "package verifies history drafts (flare run --history-drafts)\n", draft->source.c_str());
     draft.reset();
