@@ -18,6 +18,12 @@ using nvmlDevice_t = void*;
 struct NvmlMemory {
   unsigned long long total, free, used;
 };
+// nvmlPciInfo_t (nvml.h): pci_device_id is the 16-bit device id << 16 | the 16-bit vendor id.
+struct NvmlPciInfo {
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 
 struct Nvml {
@@ -32,6 +38,7 @@ struct Nvml {
   nvmlReturn_t (*device_capability)(nvmlDevice_t, int*, int*) = nullptr;
   nvmlReturn_t (*device_max_clock)(nvmlDevice_t, int, unsigned int*) = nullptr;  // optional
   nvmlReturn_t (*device_bus_width)(nvmlDevice_t, unsigned int*) = nullptr;       // optional
+  nvmlReturn_t (*device_pci_info)(nvmlDevice_t, NvmlPciInfo*) = nullptr;         // optional
 
   ~Nvml() {
     if (shutdown) shutdown();
@@ -56,6 +63,7 @@ struct Nvml {
     bind(shutdown, "nvmlShutdown");
     bind(device_max_clock, "nvmlDeviceGetMaxClockInfo");
     bind(device_bus_width, "nvmlDeviceGetMemoryBusWidth");
+    bind(device_pci_info, "nvmlDeviceGetPciInfo_v3");
     return "";
   }
 };
@@ -128,6 +136,11 @@ GpuInventory discover_gpus() {
         nvml.device_max_clock(device, kNvmlClockMem, &memory_mhz) == kNvmlSuccess &&
         nvml.device_bus_width(device, &bus_bits) == kNvmlSuccess)
       info.peak_memory_bytes_per_s = 2.0 * memory_mhz * 1e6 * bus_bits / 8.0;
+    NvmlPciInfo pci{};
+    if (nvml.device_pci_info && nvml.device_pci_info(device, &pci) == kNvmlSuccess && pci.pci_device_id != 0) {
+      info.pci_device_id = static_cast<std::uint16_t>(pci.pci_device_id >> 16);
+      info.pci_vendor_id = static_cast<std::uint16_t>(pci.pci_device_id & 0xffff);
+    }
     all.push_back(info);
   }
   std::vector<int> order;

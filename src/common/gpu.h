@@ -22,6 +22,10 @@ struct GpuInfo {
   // The memory's peak rate from its maximum clock and bus width (double data rate); 0 where NVML
   // does not say. What a step reading its weights could reach at best.
   double peak_memory_bytes_per_s = 0;
+  // From NVML's pciDeviceId (device id in the high 16 bits, vendor in the low 16): which board this
+  // is, for choosing a package revision (hardware_revision.h). Absent where the driver does not say.
+  std::optional<std::uint16_t> pci_device_id;
+  std::uint16_t pci_vendor_id = 0;
   std::string arch() const;  // "sm_90"
 };
 

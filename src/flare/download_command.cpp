@@ -37,7 +37,7 @@ void add_download_commands(CLI::App& app, PackageCommandGlobals& globals) {
                                     [&globals, options] { return run_download(globals, *options); });
     command->add_option("REPOSITORY", options->repository, "ORG/MODEL[@REVISION]")->required();
     add_download_flags(*command, *options);
-    command->add_option("--gpus", options->gpus, "GPUs whose package target names the revision (default the first)");
+    command->add_option("--gpus", options->gpus, "GPUs whose PCI device ids name the revision (default the first)");
     command->add_option("--model-cache", globals.model_cache, "Model cache directory (default [paths] package_cache)");
     command->add_option("--config", globals.config, "Configuration file");
     command->add_flag("--plain", globals.plain, "No styling");

@@ -1,9 +1,15 @@
 #include "flare/package_download.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <span>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +17,7 @@
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/gpu.h"
+#include "common/hardware_revision.h"
 #include "common/sizes.h"
 #include "hub/checkpoint_fetch.h"
 #include "hub/protocol.h"
@@ -90,6 +97,7 @@ std::string select_primary(const std::map<std::string, hub::TreeEntry>& files, c
   static const std::regex companion(R"(.*-data-\d+-of-\d+\.safetensors)");
   std::vector<std::string> primaries;
   for (const auto& [name, entry] : files) {
+    if (name.find('/') != std::string::npos) continue;  // companions and other packages' folders
     if (name.size() <= 12 || name.substr(name.size() - 12) != ".safetensors") continue;
     const std::string stem = name.substr(0, name.size() - 12);
     if (hub::is_sha256_hex(stem) || std::regex_match(name, companion)) continue;
@@ -103,16 +111,34 @@ std::string select_primary(const std::map<std::string, hub::TreeEntry>& files, c
   return primaries.front();
 }
 
+// Progress on stderr: one stage per plan (the primary, then its companions).
 class StderrReporter : public hub::CheckpointReporter {
  public:
-  explicit StderrReporter(const TerminalInfo& terminal) : terminal_(terminal) {}
+  StderrReporter(const TerminalInfo& terminal, std::string description)
+      : terminal_(terminal), description_(std::move(description)) {}
+  void set_description(std::string description) {
+    std::lock_guard lock(mutex_);
+    description_ = std::move(description);
+  }
   void plan(std::size_t n_files, std::uint64_t n_bytes, std::size_t) override {
     std::lock_guard lock(mutex_);
-    if (n_files > 0) stage_ = std::make_unique<ProgressStage>(terminal_, stderr, "Download package", n_bytes);
+    stage_.reset();  // a finished stage has printed its result line
+    if (n_files > 0) stage_ = std::make_unique<ProgressStage>(terminal_, stderr, description_, n_bytes);
   }
   void file_done(const std::string& filename, std::uint64_t size, bool transferred) override {
     std::lock_guard lock(mutex_);
-    if (stage_) stage_->ok(fmt::format("{} {}", filename, format_bytes(size)));
+    if (stage_ && !terminal_.styled) stage_->set_detail(fmt::format("{} {}", filename, format_bytes(size)));
+    if (stage_ && transferred) {
+      ++n_transferred_;
+      transferred_bytes_ += size;
+    }
+  }
+  void finish() {
+    std::lock_guard lock(mutex_);
+    if (stage_) stage_->ok(fmt::format("{} files, {}", n_transferred_, format_bytes(transferred_bytes_)));
+    stage_.reset();
+    n_transferred_ = 0;
+    transferred_bytes_ = 0;
   }
   void bytes_received(std::uint64_t n) override {
     if (stage_) stage_->advance(n);
@@ -128,7 +154,10 @@ class StderrReporter : public hub::CheckpointReporter {
  private:
   TerminalInfo terminal_;
   std::mutex mutex_;
+  std::string description_;
   std::unique_ptr<ProgressStage> stage_;
+  std::size_t n_transferred_ = 0;
+  std::uint64_t transferred_bytes_ = 0;
 };
 
 hub::HubAccess access_for(const PackageDownloadOptions& options, const Config& config, const package::ModelCache& cache) {
@@ -143,20 +172,98 @@ hub::HubAccess access_for(const PackageDownloadOptions& options, const Config& c
   return access;
 }
 
-// Installs the downloaded primary as a directory-form cache entry.
-package::EntryRef install(const fs::path& primary, package::ModelCache& cache, std::string* envelope) {
-  auto source = package::Package::open(primary);
-  source->check_layout();
-  source->verify_payloads(nullptr);  // stored bytes match the manifest before they enter the cache
-  *envelope = envelope_sha256(*source);
-  const package::EntryRef ref{source->manifest().model().canonical_name(), source->manifest().version()};
+// The companion files the primary's locations name, as repository paths: they resolve from the
+// primary's folder at the same commit. Reads only the primary's (bounded) metadata.
+std::vector<const hub::TreeEntry*> companions_of(const fs::path& primary, const std::string& filename,
+                                                 const std::map<std::string, hub::TreeEntry>& files,
+                                                 const std::string& repository, const std::string& commit) {
+  std::unique_ptr<package::Package> pkg;
+  try {
+    pkg = package::Package::open(primary);
+  } catch (const Error& error) {
+    fail(ExitCode::fetch, "{} of {} at commit {} is not a Flare package, so nothing was installed: {}", filename,
+         repository, commit.substr(0, 12), error.what());
+  }
+  const std::string folder = fs::path(filename).parent_path().generic_string();
+  std::set<std::string> names;
+  for (const auto& [id, location] : pkg->locations())
+    if (!location.file.empty()) names.insert(folder.empty() ? location.file : folder + "/" + location.file);
+  std::vector<const hub::TreeEntry*> entries;
+  std::vector<std::string> missing;
+  for (const std::string& name : names) {
+    const auto it = files.find(name);
+    if (it == files.end())
+      missing.push_back(name);
+    else
+      entries.push_back(&it->second);
+  }
+  if (!missing.empty())
+    fail(ExitCode::fetch, "{} at commit {}: {} names {} companion file{} the repository lacks ({}{}); the package "
+         "was published incompletely, so nothing was installed", repository, commit.substr(0, 12), filename,
+         missing.size(), missing.size() == 1 ? "" : "s", fmt::join(missing.begin(), missing.begin() +
+         static_cast<std::ptrdiff_t>(std::min<std::size_t>(missing.size(), 3)), ", "), missing.size() > 3 ? ", ..." : "");
+  return entries;
+}
+
+// Places `from` (a snapshot symlink into the transport blobs) at `to` as a hard link to the blob,
+// or a copy across filesystems: packages accept no symlinked companions.
+void link_resolved(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  if (fs::is_directory(cache.entry_path(ref), ec)) {
-    cache.select(ref);  // the same version is already installed (another repository or revision)
-    return ref;
+  fs::create_directories(to.parent_path(), ec);
+  if (::linkat(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
+  if (errno != EXDEV && errno != EPERM && errno != EMLINK)
+    fail(ExitCode::failure, "cannot link {} to {}: {}", from.string(), to.string(), std::strerror(errno));
+  fs::copy_file(from, to, ec);
+  if (ec) fail(ExitCode::failure, "cannot copy {} to {}: {}", from.string(), to.string(), ec.message());
+}
+
+// Installs the downloaded package (`files`: the primary `filename` and its companions, repository
+// paths in the transport snapshot) as a directory-form cache entry. The snapshot's links are
+// resolved into an acquisition tree in a staging folder of the model cache; every payload is
+// checked against the signed manifest there; the entry appears in one rename, so a failure leaves
+// no entry (and the staging folder is removed).
+package::EntryRef install(const fs::path& snapshot, const std::string& filename, const std::vector<std::string>& files,
+                          package::ModelCache& cache, const TerminalInfo& terminal, const std::string& origin,
+                          std::string* envelope) {
+  {
+    const auto primary = package::Package::open(snapshot / filename);  // opened by companions_of already
+    *envelope = envelope_sha256(*primary);
+    const package::EntryRef ref{primary->manifest().model().canonical_name(), primary->manifest().version()};
+    std::error_code ec;
+    if (fs::is_directory(cache.entry_path(ref), ec)) {
+      cache.select(ref);  // the same version is already installed (another repository or revision)
+      return ref;
+    }
   }
   package::ModelCache::Staging staging = cache.begin_staging();
-  package::convert_package(*source, staging.path() / "package", package::PackageForm::directory);
+  try {
+    const fs::path acquired = staging.path() / "acquired";
+    for (const std::string& file : files) link_resolved(snapshot / file, acquired / file);
+    std::unique_ptr<package::Package> source;
+    try {
+      source = package::Package::open(acquired / filename);
+      source->check_layout();
+    } catch (const Error& error) {
+      fail(ExitCode::fetch, "the package downloaded from {} is not a valid package, so nothing was installed: {}",
+           origin, error.what());
+    }
+    {
+      ProgressStage stage(terminal, stderr, "Verify package", source->distinct_payload_bytes());
+      try {
+        source->verify_payloads([&stage](std::uint64_t n) { stage.advance(n); });
+      } catch (const Error& error) {
+        stage.failed();
+        fail(ExitCode::fetch, "the package downloaded from {} failed verification, so nothing was installed: {}",
+             origin, error.what());
+      }
+      stage.ok(fmt::format("{} payloads", source->distinct_payloads().size()));
+    }
+    package::convert_package(*source, staging.path() / "package", package::PackageForm::directory);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(staging.path(), ec);
+    throw;
+  }
   return cache.publish(std::move(staging), true);
 }
 
@@ -174,19 +281,7 @@ bool is_repository_target(const std::string& target) {
 
 std::string hardware_revision(const std::optional<std::string>& gpus) {
   const GpuInventory inventory = discover_gpus();
-  if (inventory.gpus.empty()) return "cpu";
-  std::vector<int> selected = gpus ? parse_gpu_list(*gpus) : std::vector<int>{0};
-  std::string revision;
-  for (int index : selected) {
-    if (index < 0 || index >= static_cast<int>(inventory.gpus.size()))
-      fail_usage("--gpus names GPU {}, but {} are visible", index, inventory.gpus.size());
-    const GpuInfo& gpu = inventory.gpus[static_cast<std::size_t>(index)];
-    const std::string name = fmt::format("sm{}{}", gpu.compute_major, gpu.compute_minor);
-    if (!revision.empty() && revision != name)
-      fail_usage("the selected GPUs belong to different families ({} and {}); pass --revision", revision, name);
-    revision = name;
-  }
-  return revision;
+  return hardware_revision_for(inventory.gpus, gpus ? parse_gpu_list(*gpus) : std::vector<int>{});
 }
 
 package::EntryRef acquire_package(const PackageDownloadOptions& options, const Config& config,
@@ -233,20 +328,35 @@ package::EntryRef acquire_package(const PackageDownloadOptions& options, const C
                    commit.substr(0, 12).c_str(), ref->text().c_str());
       return *ref;
     }
-  const auto files = hub::list_top_level(client, session, target, commit);
+  // Every file of the commit: the primary is chosen among the top-level ones, and a primary in a
+  // folder (--filename) has its companions beside it.
+  const auto files = hub::list_files(client, session, target, commit, true);
   const std::string filename = options.filename ? *options.filename : select_primary(files, repository, *revision);
   const auto entry = files.find(filename);
   if (entry == files.end())
     fail(ExitCode::fetch, "{}@{} has no file {} at commit {}", repository, *revision, filename, commit);
 
   const hub::CacheLayout transport(access.hub_cache, repository);
-  StderrReporter reporter(terminal);
+  StderrReporter reporter(terminal, "Download package");
   hub::CheckpointSnapshot result;
   hub::place_files(access, client, transport, target, commit, {&entry->second}, reporter, result);
+  reporter.finish();
+  // A directory-form package: its companions, all of them before anything is installed.
+  const fs::path primary = transport.snapshot(commit) / filename;
+  const std::vector<const hub::TreeEntry*> companions = companions_of(primary, filename, files, repository, commit);
+  if (!companions.empty()) {
+    reporter.set_description(fmt::format("Download {} companion files", companions.size()));
+    hub::place_files(access, client, transport, target, commit, companions, reporter, result);
+    reporter.finish();
+  }
   if (*revision != commit) transport.write_ref(*revision, commit);
 
+  std::vector<std::string> package_files = {filename};
+  for (const hub::TreeEntry* companion : companions) package_files.push_back(companion->path);
   std::string envelope;
-  const package::EntryRef ref = install(transport.snapshot(commit) / filename, cache, &envelope);
+  const package::EntryRef ref = install(transport.snapshot(commit), filename, package_files, cache, terminal,
+                                        fmt::format("{}@{} (commit {})", repository, *revision, commit.substr(0, 12)),
+                                        &envelope);
   Origin origin{repository, *revision, commit, filename, !options.filename.has_value(), 1, envelope, ref.text()};
   write_origin(record_path, origin);
   return ref;

@@ -1,11 +1,13 @@
 // Prepared packages from Hugging Face repositories (spec "Downloading published packages"):
 // `flare download ORG/MODEL[@REVISION]` and `flare run ORG/MODEL`. The revision is --revision,
-// else @REVISION, else the recorded origin's, else the package target of the selected hardware
-// (`sm90`, `sm120`, ..., `cpu` without a GPU). Online, the revision is resolved to a commit and the
+// else @REVISION, else the recorded origin's, else the one the selected GPUs' PCI device ids name
+// (`sm90`, `sm120`, ..., `cpu` without a GPU; common/hardware_revision.h). Online, the revision is resolved to a commit and the
 // primary package file (the sole top-level .safetensors that is neither a SHA-256-named blob nor
 // a `-data-NN-of-NN` companion, or --filename) travels through a hub-layout transport cache under
-// the model cache (or --cache-dir), then is installed as a directory-form entry of the Flare model
-// cache and selected as its model's default. An origin record keeps repository, requested
+// the model cache (or --cache-dir), then the companion files its locations name (a directory-form
+// package), resolved beside it at the same commit; all of them are verified against the signed
+// manifest, then installed together as one directory-form entry of the Flare model cache (one
+// rename: a failure installs nothing) and selected as its model's default. An origin record keeps repository, requested
 // revision, commit, filename (and whether it was chosen automatically), TP size and the SHA-256
 // of the signed envelope, so an unchanged commit transfers and installs nothing, and --offline
 // resolves from records alone. Nothing here grants publisher trust or loads the package.
@@ -46,8 +48,9 @@ package::EntryRef acquire_package(const PackageDownloadOptions& options, const C
 SelectedPackage select_or_download(const std::string& target, const PackageDownloadOptions& download,
                                    const Config& config, package::ModelCache& cache, const TerminalInfo& terminal);
 
-// The revision named after the hardware's package target: "sm90" for compute capability 9.0,
-// "cpu" without a GPU.
+// The revision for the selected GPUs (--gpus, else the first visible one) from their PCI device
+// ids (common/hardware_revision.h): "sm90" for an H100 or H200, "cpu" without a GPU; an unknown
+// device is a usage error asking for --revision.
 std::string hardware_revision(const std::optional<std::string>& gpus);
 
 }  // namespace flare::cli

@@ -15,16 +15,18 @@
 #include <thread>
 #include <vector>
 
-#include <openssl/evp.h>
-
 #include "common/error.h"
 #include "common/sizes.h"
+#include "hub/content_hash.h"
 #include "hub/protocol.h"
 
 namespace flare::hub {
 namespace {
 
 namespace fs = std::filesystem;
+
+// One worker's write buffer: many 16 KiB pieces per write, and small enough to stay in cache.
+constexpr std::size_t kWriteBufferBytes = 1u << 20;
 
 bool is_disk_full(int err) { return err == ENOSPC || err == EDQUOT || err == EFBIG; }
 
@@ -154,6 +156,7 @@ struct Transfer {
   std::size_t next_pending = 0;
   Abort abort;
   std::atomic<std::uint64_t> n_left{0};
+  FollowingHasher* hasher = nullptr;  // hashes the bytes as they are written (content_hash.h)
 
   std::optional<std::size_t> take_chunk() {
     std::lock_guard lock(mutex);
@@ -181,10 +184,58 @@ struct Transfer {
   }
 };
 
+// Received bytes gathered into one larger write: libcurl hands a body over in pieces of at most
+// 16 KiB, and a pwrite per piece (65,000 a GiB) serializes the connections on the file's inode
+// lock. Contiguous pieces are copied here and written together.
+class PendingWrite {
+ public:
+  PendingWrite(Transfer& t, std::vector<char>& buffer, std::size_t chunk) : t_(t), buffer_(buffer), chunk_(chunk) {}
+  // Appends `size` bytes that belong at file offset `offset`; returns errno of a failed write, else 0.
+  int add(std::uint64_t offset, const char* data, std::size_t size) {
+    if (used_ > 0 && (start_ + used_ != offset || used_ + size > buffer_.size()))
+      if (const int err = flush()) return err;
+    if (size >= buffer_.size()) return write(offset, data, size);
+    if (used_ == 0) start_ = offset;
+    std::memcpy(buffer_.data() + used_, data, size);
+    used_ += size;
+    return 0;
+  }
+  // Writes what is gathered; returns errno of a failed write, else 0.
+  int flush() {
+    const std::size_t n = used_;
+    used_ = 0;
+    return n == 0 ? 0 : write(start_, buffer_.data(), n);
+  }
+
+ private:
+  int write(std::uint64_t offset, const char* data, std::size_t size) {
+    std::size_t written = 0;
+    while (written < size) {
+      const ssize_t n = ::pwrite(t_.fd, data + written, size - written, static_cast<off_t>(offset + written));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return n < 0 ? errno : EIO;
+      written += static_cast<std::size_t>(n);
+    }
+    if (t_.hasher) t_.hasher->written(chunk_, offset + size);
+    t_.n_left -= std::min<std::uint64_t>(t_.n_left, size);
+    t_.observer.bytes_received(size);
+    return 0;
+  }
+
+  Transfer& t_;
+  std::vector<char>& buffer_;
+  std::size_t chunk_;
+  std::uint64_t start_ = 0;
+  std::size_t used_ = 0;
+};
+
 // Fetches bytes [first, last] of the file into place. `whole_stream`: one request without Range
 // for the whole file (a resume after a drop asks for the rest; a 200 to it starts over).
-void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uint64_t last, bool whole_stream) {
+// `buffer`: the worker's write buffer.
+void fetch_span(Transfer& t, HttpSession& session, std::vector<char>& buffer, std::uint64_t first, std::uint64_t last,
+                bool whole_stream) {
   std::uint64_t offset = first;
+  PendingWrite pending(t, buffer, static_cast<std::size_t>(first / t.chunk_bytes));
   int attempt = 0;
   bool refreshed = false;
   int write_errno = 0;
@@ -217,7 +268,10 @@ void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uin
             t.abort.set_ranges_ignored();
             return false;
           }
-          offset = 0;  // the server sent the whole file again: start over
+          // The server sent the whole file again: start over. Bytes hashed so far are written
+          // again, so the following hash no longer holds.
+          if (offset > 0 && t.hasher) t.hasher->invalidate();
+          offset = 0;
         } else {
           protocol_error = true;
           protocol_message = fmt::format("HTTP {} to a download request", head.status);
@@ -229,44 +283,39 @@ void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uin
         protocol_message = "more bytes than the file has";
         return false;
       }
-      std::size_t written = 0;
-      while (written < size) {
-        const ssize_t n = ::pwrite(t.fd, data + written, size - written, static_cast<off_t>(offset + written));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          write_errno = n < 0 ? errno : EIO;
-          return false;
-        }
-        written += static_cast<std::size_t>(n);
-      }
+      if ((write_errno = pending.add(offset, data, size)) != 0) return false;
       offset += size;
-      t.n_left -= std::min<std::uint64_t>(t.n_left, size);
-      t.observer.bytes_received(size);
       return true;
     };
-    std::optional<HttpResponse> failure;
+    std::optional<HttpResponse> response;
+    std::optional<TransportError> transport_error;
     try {
-      HttpResponse response = session.perform(http, &sink);
-      if (response.status >= 200 && response.status < 300) {
-        if (offset > last) return;
-        // The body ended early without a transport error: ask for the rest.
-      } else if (response.status == 403 && url_origin(http.url) != url_origin(t.client.settings().endpoint) &&
-                 !refreshed) {
-        refreshed = true;
-        t.refresh_url(session, http.url);
-        continue;
-      } else if (response.status == 408 || response.status == 429 || response.status >= 500) {
-        failure = std::move(response);
-      } else {
-        t.client.fail_status(response, t.request.target, http.url);
-      }
+      response = session.perform(http, &sink);
     } catch (const TransportError& error) {
-      if (write_errno) fail_write(write_errno, t.request, t.part_path, t.n_left.load());
+      transport_error = error;
+    }
+    // Every byte received is in the file before anything else is decided.
+    if (write_errno == 0) write_errno = pending.flush();
+    if (write_errno) fail_write(write_errno, t.request, t.part_path, t.n_left.load());
+    std::optional<HttpResponse> failure;
+    if (transport_error) {
       if (t.abort.flag) return;
       if (protocol_error)
         fail(ExitCode::fetch, "{} of {}: the download server answered with {}; run this again later",
              t.request.target.filename, t.request.target.repository, protocol_message);
-      if (error.aborted_by_sink) return;
+      if (transport_error->aborted_by_sink) return;
+    } else if (response->status >= 200 && response->status < 300) {
+      if (offset > last) return;
+      // The body ended early without a transport error: ask for the rest.
+    } else if (response->status == 403 && url_origin(http.url) != url_origin(t.client.settings().endpoint) &&
+               !refreshed) {
+      refreshed = true;
+      t.refresh_url(session, http.url);
+      continue;
+    } else if (response->status == 408 || response->status == 429 || response->status >= 500) {
+      failure = std::move(response);
+    } else {
+      t.client.fail_status(*response, t.request.target, http.url);
     }
     if (offset > offset_before) attempt = 0;  // progress resets the retry budget
     if (++attempt >= t.client.settings().retry.n_attempts)
@@ -280,12 +329,13 @@ void fetch_span(Transfer& t, HttpSession& session, std::uint64_t first, std::uin
 void worker(Transfer& t) {
   try {
     HttpSession session;
+    std::vector<char> buffer(kWriteBufferBytes);
     while (!t.abort.flag) {
       const auto index = t.take_chunk();
       if (!index) return;
       const std::uint64_t first = *index * t.chunk_bytes;
       const std::uint64_t last = std::min(t.request.size, first + t.chunk_bytes) - 1;
-      fetch_span(t, session, first, last, !t.ranged);
+      fetch_span(t, session, buffer, first, last, !t.ranged);
       if (t.abort.flag) return;
       t.finish_chunk(*index);
     }
@@ -309,16 +359,6 @@ bool run_transfer(Transfer& t, const TransferOptions& options) {
   return !t.abort.ranges_ignored;
 }
 
-std::string hex(const unsigned char* bytes, unsigned n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) {
-    out += kHex[bytes[i] >> 4];
-    out += kHex[bytes[i] & 15];
-  }
-  return out;
-}
-
 void remove_partial(const Transfer& t) {
   ::unlink(t.part_path.c_str());
   ::unlink(t.record_path.c_str());
@@ -331,39 +371,6 @@ std::uint64_t chunk_bytes_for(std::uint64_t size, const TransferOptions& options
   std::uint64_t chunk = (size + n_target - 1) / n_target;
   chunk = (chunk + kMiB - 1) / kMiB * kMiB;
   return std::clamp(chunk, options.min_chunk_bytes, std::max(options.min_chunk_bytes, options.max_chunk_bytes));
-}
-
-std::string content_id_of_file(const std::string& path, bool git_blob) {
-  FileHandle fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) fail(ExitCode::failure, "cannot read {}: {}", path, std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) fail(ExitCode::failure, "cannot stat {}: {}", path, std::strerror(errno));
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  if (!ctx || EVP_DigestInit_ex(ctx, git_blob ? EVP_sha1() : EVP_sha256(), nullptr) != 1) {
-    EVP_MD_CTX_free(ctx);
-    fail(ExitCode::failure, "cannot start a hash");
-  }
-  if (git_blob) {
-    const std::string prefix = fmt::format("blob {}", static_cast<std::uint64_t>(info.st_size));
-    EVP_DigestUpdate(ctx, prefix.data(), prefix.size() + 1);  // with its NUL terminator
-  }
-  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-  std::vector<unsigned char> buffer(4u << 20);
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      EVP_MD_CTX_free(ctx);
-      fail(ExitCode::failure, "cannot read {}: {}", path, std::strerror(errno));
-    }
-    if (n == 0) break;
-    EVP_DigestUpdate(ctx, buffer.data(), static_cast<std::size_t>(n));
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned n_digest = 0;
-  EVP_DigestFinal_ex(ctx, digest, &n_digest);
-  EVP_MD_CTX_free(ctx);
-  return hex(digest, n_digest);
 }
 
 namespace {
@@ -478,6 +485,11 @@ BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const 
                                 format_bytes(resumed), format_bytes(request.size)));
     }
     outcome.resumed_bytes = resumed;
+    // The content id is computed while the bytes arrive; the file is read back only where that
+    // could not follow (a body the server restarted).
+    std::optional<FollowingHasher> hasher;
+    hasher.emplace(t.fd, git_blob, request.size, t.chunk_bytes, t.done);
+    t.hasher = &*hasher;
     if (resumed < request.size) {
       t.url = locate_checked(client, request);
       if (!run_transfer(t, options)) {
@@ -486,13 +498,17 @@ BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const 
         t.ranged = false;
         t.chunk_bytes = std::max<std::uint64_t>(request.size, 1);
         t.n_chunks = request.size == 0 ? 0 : 1;
+        t.hasher = nullptr;
+        hasher.reset();  // stopped before its file closes
         fd.reset();
         remove_partial(t);
         continue;
       }
     }
+    const std::optional<std::string> followed = hasher->finish();
+    t.hasher = nullptr;
     if (::fsync(t.fd) != 0) fail_write(errno, request, t.part_path, 0);
-    const std::string actual = content_id_of_file(t.part_path.string(), git_blob);
+    const std::string actual = followed ? *followed : content_id_of_file(t.part_path.string(), git_blob);
     if (actual != request.etag) {
       fd.reset();
       remove_partial(t);

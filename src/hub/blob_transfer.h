@@ -3,8 +3,10 @@
 // the matching Content-Range); small ones come in one stream. The bytes go to a partial file
 // outside blobs/ with a record of finished chunks, so a killed process resumes where it stopped;
 // a dropped connection resumes its chunk from the last byte received. A server that ignores
-// Range (200) restarts the file as one stream. Only after the size and the content hash (SHA-256
-// for LFS files, the git blob SHA-1 otherwise) match the tree entry is the file renamed into
+// Range (200) restarts the file as one stream. The content hash (SHA-256 for LFS files, the git
+// blob SHA-1 otherwise) is computed while the bytes arrive, in file order (content_hash.h), so
+// the check costs no second pass over the file. Only after the size and the hash match the tree
+// entry is the file renamed into
 // blobs/ (atomically, same filesystem). One process writes a blob at a time (flock on
 // .locks/.../<etag>.lock); a concurrent download of the same blob waits and then reuses it.
 #pragma once
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "hub/cache_layout.h"
+#include "hub/content_hash.h"  // content_id_of_file
 #include "hub/client.h"
 
 namespace flare::hub {
@@ -50,9 +53,5 @@ BlobOutcome fetch_blob(const HubClient& client, const CacheLayout& cache, const 
 // The chunk size for a file: about four chunks per connection, rounded up to whole MiB, within
 // the options' bounds.
 std::uint64_t chunk_bytes_for(std::uint64_t size, const TransferOptions& options);
-
-// The content id a blob name promises: SHA-256 hex of the bytes for a 64-hex etag, the git blob
-// SHA-1 ("blob <size>\0" + bytes) for a 40-hex etag. Reads the file; throws on I/O errors.
-std::string content_id_of_file(const std::string& path, bool git_blob);
 
 }  // namespace flare::hub

@@ -33,22 +33,30 @@ std::string read_text(const fs::path& path, std::size_t max_bytes) {
 
 }  // namespace
 
-// Every top-level file of the commit (directories and nested files are not checkpoint inputs).
-std::map<std::string, TreeEntry> list_top_level(const HubClient& client, HttpSession& session, const Target& target,
-                                                const std::string& commit) {
+// Every file of the commit (tree API, every page): top-level ones only, or with `recursive` the
+// files of every folder too (the Hub's `?recursive=true`).
+std::map<std::string, TreeEntry> list_files(const HubClient& client, HttpSession& session, const Target& target,
+                                            const std::string& commit, bool recursive) {
   std::map<std::string, TreeEntry> files;
-  std::string url = client.api_url(target.repository, "/tree/" + encode_segment(commit));
+  std::string url = client.api_url(target.repository, "/tree/" + encode_segment(commit)) +
+                    (recursive ? "?recursive=true" : "");
   for (int page = 0;; ++page) {
     if (page >= kMaxTreePages) fail(ExitCode::fetch, "the hub's file list of {} has more than {} pages", target.repository, kMaxTreePages);
     const HttpResponse response = client.get(session, url, target);
     for (TreeEntry& entry : parse_tree_page(response.body))
-      if (entry.is_file && entry.path.find('/') == std::string::npos) files[entry.path] = std::move(entry);
+      if (entry.is_file && (recursive || entry.path.find('/') == std::string::npos)) files[entry.path] = std::move(entry);
     const auto next = parse_link_next(response.header("link"));
     if (!next) break;
     // A relative next link is taken against the endpoint.
     url = url_origin(*next).empty() ? client.settings().endpoint + (next->front() == '/' ? "" : "/") + *next : *next;
   }
   return files;
+}
+
+// Directories and nested files are not checkpoint inputs.
+std::map<std::string, TreeEntry> list_top_level(const HubClient& client, HttpSession& session, const Target& target,
+                                                const std::string& commit) {
+  return list_files(client, session, target, commit, false);
 }
 
 namespace {

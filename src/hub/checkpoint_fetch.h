@@ -45,7 +45,10 @@ CheckpointSnapshot fetch_checkpoint(const HubAccess& access, const std::string& 
                                     const std::string& revision, CheckpointReporter& reporter);
 
 // Building blocks, shared with prepared-package downloads:
-// Every top-level file of `commit` (tree API, all pages).
+// Every top-level file of `commit` (tree API, all pages); list_files with `recursive` lists the
+// files of every folder too, by their repository paths.
+std::map<std::string, TreeEntry> list_files(const HubClient& client, HttpSession& session, const Target& target,
+                                            const std::string& commit, bool recursive);
 std::map<std::string, TreeEntry> list_top_level(const HubClient& client, HttpSession& session, const Target& target,
                                                 const std::string& commit);
 // Places `needed` in snapshots/<commit>/: files already there cost nothing, cached blobs are

@@ -6,6 +6,8 @@
 
 #include "common/error.h"
 #include "helios/history.h"
+#include "hub/protocol.h"
+#include "ignition/checkpoint_download.h"
 #include "ignition/resolve.h"
 #include "model/architecture.h"
 
@@ -19,8 +21,9 @@ std::string read_text(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// A directory, or ORG/NAME[@REVISION] from the hub cache.
-fs::path locate(const std::string& selector, const Config& config, std::string& source) {
+// A directory, or ORG/NAME[@REVISION] from the hub cache, downloaded there like the target's
+// checkpoint when the cache lacks it (same stage, errors and --offline).
+fs::path locate(const std::string& selector, const Config& config, const HubOptions& hub, std::string& source) {
   std::error_code ec;
   if (fs::is_directory(selector, ec)) {
     source = fs::path(selector).lexically_normal().filename().string();
@@ -30,18 +33,12 @@ fs::path locate(const std::string& selector, const Config& config, std::string& 
   const auto at = selector.find('@');
   const std::string repository = selector.substr(0, at);
   const std::string revision = at == std::string::npos ? "main" : selector.substr(at + 1);
-  const auto slash = repository.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == repository.size() ||
-      repository.find('/', slash + 1) != std::string::npos) {
+  if (!hub::is_repository_id(repository) || !hub::is_revision_name(revision)) {
     fail_usage("--draft-model {}: neither a checkpoint directory nor a Hugging Face repository (ORG/NAME[@REVISION])",
                selector);
   }
   std::string commit;
-  const fs::path snapshot = find_hub_snapshot(config.hub_cache(), repository, revision, &commit);
-  if (snapshot.empty()) {
-    fail(ExitCode::preparation, "--draft-model {}: no complete snapshot of {} at {} in the hub cache {}", selector,
-         repository, revision, config.hub_cache().string());
-  }
+  const fs::path snapshot = obtain_hub_checkpoint(repository, revision, config, hub, &commit);
   source = repository + "@" + commit;
   return snapshot;
 }
@@ -51,14 +48,14 @@ fs::path locate(const std::string& selector, const Config& config, std::string& 
 std::optional<PreparedDraft> resolve_draft(const std::optional<std::string>& selector, bool no_mtp,
                                            const model::Recipe& recipe, const Config& config,
                                            const fs::path& assets_dir, const fs::path& target_checkpoint,
-                                           const model::ModelSpec& target_spec) {
+                                           const model::ModelSpec& target_spec, const HubOptions& hub) {
   if (no_mtp) {
     if (selector) fail_usage("--draft-model and --no-mtp cannot be combined");
     return std::nullopt;
   }
   PreparedDraft draft;
   if (selector) {
-    draft.checkpoint_dir = locate(*selector, config, draft.source);
+    draft.checkpoint_dir = locate(*selector, config, hub, draft.source);
   } else if (!recipe.bundled_draft_directory.empty()) {
     draft.checkpoint_dir = assets_dir / recipe.bundled_draft_directory;
     draft.source = recipe.bundled_draft_directory;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "ignition/checkpoint_download.h"
 #include "model/prepared_weights.h"
 #include "model/recipes/recipe.h"
 #include "model/spec.h"
@@ -38,13 +39,15 @@ struct PreparedDraft {
 };
 
 // The draft to prepare: `selector` (--draft-model) or the recipe's bundled draft; none with
-// --no-mtp (no_mtp) or when neither names one. A draft that is not a checkpoint, or whose
-// vocabulary or tokenizer differs from the target's, is flare::Error (usage / preparation).
+// --no-mtp (no_mtp) or when neither names one. A repository draft comes from the hub cache,
+// downloaded through `hub` as the target's checkpoint is (obtain_hub_checkpoint). A draft that is
+// not a checkpoint, or whose vocabulary or tokenizer differs from the target's, is flare::Error
+// (usage / preparation; fetch and capacity errors from the download).
 std::optional<PreparedDraft> resolve_draft(const std::optional<std::string>& selector, bool no_mtp,
                                            const model::Recipe& recipe, const Config& config,
                                            const std::filesystem::path& assets_dir,
                                            const std::filesystem::path& target_checkpoint,
-                                           const model::ModelSpec& target_spec);
+                                           const model::ModelSpec& target_spec, const HubOptions& hub);
 
 // Prepares the draft's weights as groups whose payload and tensor names start with kDraftPrefix.
 void prepare_draft_weights(const PreparedDraft& draft, const std::function<void(model::PreparedGroup&&)>& sink);

@@ -207,7 +207,7 @@ int run_export(const ExportOptions& options) {
   const model::Architecture& architecture = model::architecture_of(spec);
   const SpeculationSettings speculation = speculation_settings(options, recipe, file_settings);
   std::optional<PreparedDraft> draft = resolve_draft(options.draft_model, options.no_mtp, recipe, config,
-                                                     assets_directory(), resolved.checkpoint_dir, spec);
+                                                     assets_directory(), resolved.checkpoint_dir, spec, hub);
   // Draft pages share the target's page ids: a cached token holds both models' KV.
   // Sliding-window layers keep about a window of pages per request, in pools of their own.
   const std::vector<helios::HistorySpec> history = architecture.history(spec);
@@ -497,8 +497,9 @@ void add_preparation_flags(CLI::App& app, ExportOptions& options) {
   command->add_option("--official-source", options.official_source,
                       "Published repository URL under the configured publisher namespace");
   command->add_option("--draft-model", options.draft_model,
-                      "Learned draft model for speculative decoding: a checkpoint directory or ORG/NAME[@REVISION] "
-                      "in the hub cache (same tokenizer as the target; default: the recipe's, if any)");
+                      "Learned draft model for speculative decoding: a checkpoint directory or ORG/NAME[@REVISION], "
+                      "downloaded into the hub cache like the target (same tokenizer as the target; default: the "
+                      "recipe's, if any)");
   command->add_option("--mtp-draft-tokens", options.mtp_draft_tokens,
                       "Most draft tokens verified in one round, 0-15 (default: the recipe's, 5)");
   command->add_flag("--no-mtp", options.no_mtp, "No speculation: no draft model, one token per step");

@@ -2,6 +2,7 @@
 // conversion re-lays out an existing package's exact signed bytes. Both go through one writer so
 // the two forms cannot drift apart. A destination appears only when complete (written under a
 // temporary name beside it, then renamed).
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,9 +37,10 @@ void write_u8_tensor_file(const std::filesystem::path& path, std::span<const std
   writer.finish();
 }
 
-// Hard-links `from` to `to`, copying when they are on different filesystems.
+// Hard-links `from` to `to`, copying when they are on different filesystems. A symlink `from`
+// (a hub snapshot file) is followed: the new name links the file, never the symlink.
 void link_or_copy(const std::filesystem::path& from, const std::filesystem::path& to) {
-  if (::link(from.c_str(), to.c_str()) == 0) return;
+  if (::linkat(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
   if (errno != EXDEV && errno != EPERM && errno != EMLINK) {
     fail_input("cannot link {} to {}: {}", from.string(), to.string(), std::strerror(errno));
   }

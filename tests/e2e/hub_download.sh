@@ -1,6 +1,7 @@
 # `ignition export ORG/NAME[@REV]` against a local hub server (lib/hub_server.mjs): a fresh
 # download into the hub cache layout, a second export that transfers nothing, a moved branch that
-# fetches only the changed file, offline success and failure, an unreachable hub with and without
+# fetches only the changed file, offline success and failure, a --draft-model repository
+# downloaded like the target (offline, missing and cached), an unreachable hub with and without
 # a cached snapshot, missing repositories, revisions and files, gated repositories with and
 # without a token (never sent to the CDN), 429 with Retry-After, a connection dropped mid-body,
 # a body failing its hash, and a full disk (declared sizes beyond the free space, and writes
@@ -62,6 +63,29 @@ mv "$REPO_DIR/blobs/$(sha256sum "$REPO_A/model.safetensors" | cut -c1-64)" "$WOR
 expect_fail 3 "missing model.safetensors" "$IGNITION" export test-org/tiny --offline --cpu --plain --config "$CONFIG" \
   --model-cache "$CACHE"
 mv "$WORK/held-blob" "$REPO_DIR/blobs/$(sha256sum "$REPO_A/model.safetensors" | cut -c1-64)"
+
+step "--draft-model ORG/NAME downloads the draft's checkpoint like the target's"
+REPO_DRAFT=$REPOS/tiny-draft
+cp -r "$REPO_A" "$REPO_DRAFT"
+DRAFT_COMMIT=$(new_commit)
+write_state "{\"page_size\":2,\"repos\":{\"test-org/tiny\":{\"refs\":{\"main\":\"$COMMIT_B\"},\"commits\":{\"$COMMIT_A\":\"$REPO_A\",\"$COMMIT_B\":\"$REPO_B\"}},$(repo_json test-org/tiny-draft "$DRAFT_COMMIT" "$REPO_DRAFT")}}"
+log_mark
+expect_fail 3 "test-org/tiny-draft@main is not complete in the hub cache" "$IGNITION" export "$CHECKPOINT" \
+  --draft-model test-org/tiny-draft --offline --cpu --plain --config "$CONFIG" --model-cache "$CACHE"
+[[ -z $(log_since) ]] || fail "--offline contacted the hub for the draft"
+expect_fail 3 "repository test-org/absent-draft was not found" "$IGNITION" export "$CHECKPOINT" \
+  --draft-model test-org/absent-draft --cpu --plain --config "$CONFIG" --model-cache "$CACHE"
+log_mark
+hub_export "$CHECKPOINT" --draft-model test-org/tiny-draft || { cat "$WORK/out" >&2; fail "export with a hub draft failed"; }
+grep -q "Download checkpoint.*OK.*4 files" "$WORK/out" || { cat "$WORK/out"; fail "the draft had no Download checkpoint stage"; }
+[[ $(cat "$HUB_CACHE/models--test-org--tiny-draft/refs/main") == "$DRAFT_COMMIT" ]] || fail "the draft's ref was not written"
+log_since | grep '"port":"cdn"' | grep -q GET || fail "the draft's weights were not transferred"
+draft_entry=$(grep "^$CACHE/models/" "$WORK/out" | tail -n 1)
+expect_output "test-org/tiny-draft@$DRAFT_COMMIT" "$FLARE" inspect "$draft_entry" --json
+log_mark
+hub_export "$CHECKPOINT" --draft-model test-org/tiny-draft --offline || { cat "$WORK/out" >&2; fail "--offline export with the cached draft failed"; }
+[[ -z $(log_since) ]] || fail "--offline contacted the hub"
+check_cache_consistent
 
 step "an unreachable hub: the cached snapshot serves with a warning; nothing cached fails"
 closed_port=$( (node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})') )

@@ -1,5 +1,7 @@
 # Prepared packages from a Hugging Face repository (the local hub server): a package exported
-# here, converted to the packed form and published at revision `cpu`; `flare download` prints only
+# here, converted to the packed form and published at revision `cpu`; its directory form (the
+# primary and its companion files, at the top level or in a folder) downloaded whole, verified and
+# installed together, and a missing or corrupt companion installing nothing; `flare download` prints only
 # the installed entry's path (progress on stderr), records its origin, transfers nothing for an
 # unchanged commit, resolves --offline from the record alone, and refuses what it cannot choose;
 # `flare run ORG/MODEL` downloads into an empty cache and serves it after the usual trust flow.
@@ -57,6 +59,65 @@ expect_fail 2 "choose one with --filename" "$FLARE" download test-org/tiny-flare
 expect_fail 2 "apply to ORG/MODEL repositories only" "$FLARE" run "$path" --revision cpu --model-cache "$FRESH_CACHE" \
   --config "$CONFIG"
 
+step "a directory-form package: the primary and every companion, verified and installed together"
+SPLIT=$REPOS/flare-split
+"$IGNITION" convert "$entry" --output "$SPLIT" --config "$CONFIG" >/dev/null || fail "ignition convert --output DIR failed"
+mapfile -t companions < <(cd "$SPLIT" && find . -name '*.safetensors' ! -path ./model.safetensors | sed 's|^\./||' | sort)
+((${#companions[@]} >= 2)) || fail "the directory form has no companions to download"
+NESTED=$REPOS/flare-nested
+mkdir -p "$NESTED" && cp -r "$SPLIT" "$NESTED/cpu-package"
+BROKEN=$REPOS/flare-broken
+cp -r "$SPLIT" "$BROKEN" && rm "$BROKEN/${companions[0]}"
+CORRUPT=$REPOS/flare-corrupt
+cp -r "$SPLIT" "$CORRUPT" && flip_last_byte "$CORRUPT/${companions[1]}"
+SPLIT_COMMIT=$(new_commit) NESTED_COMMIT=$(new_commit) BROKEN_COMMIT=$(new_commit) CORRUPT_COMMIT=$(new_commit)
+write_state "{\"page_size\":3,\"repos\":{\"test-org/tiny-flare\":{\"refs\":{\"cpu\":\"$PKG_COMMIT\",\"two\":\"$TWO_COMMIT\"},\"commits\":{\"$PKG_COMMIT\":\"$PUBLISHED\",\"$TWO_COMMIT\":\"$PUBLISHED\"}},\"test-org/tiny-split\":{\"refs\":{\"cpu\":\"$SPLIT_COMMIT\",\"nested\":\"$NESTED_COMMIT\",\"broken\":\"$BROKEN_COMMIT\",\"corrupt\":\"$CORRUPT_COMMIT\"},\"commits\":{\"$SPLIT_COMMIT\":\"$SPLIT\",\"$NESTED_COMMIT\":\"$NESTED\",\"$BROKEN_COMMIT\":\"$BROKEN\",\"$CORRUPT_COMMIT\":\"$CORRUPT\"}}}}"
+SPLIT_CACHE=$WORK/split-cache
+log_mark
+"$FLARE" download test-org/tiny-split@cpu --model-cache "$SPLIT_CACHE" --config "$CONFIG" --plain \
+  >"$WORK/split.out" 2>"$WORK/split.err" || { cat "$WORK/split.err"; fail "download of the directory form failed"; }
+[[ $(wc -l <"$WORK/split.out") == 1 ]] || { cat "$WORK/split.out"; fail "stdout is not one line"; }
+split_path=$(cat "$WORK/split.out")
+grep -q "Download ${#companions[@]} companion files" "$WORK/split.err" || { cat "$WORK/split.err"; fail "no companion stage"; }
+grep -q "Verify package" "$WORK/split.err" || { cat "$WORK/split.err"; fail "no verification stage"; }
+for companion in "${companions[@]}"; do
+  log_since | grep -q "/resolve/$SPLIT_COMMIT/$companion\"" || fail "$companion was not located on the hub"
+  [[ -f $split_path/$companion && ! -L $split_path/$companion ]] || fail "$companion is not a file of the entry"
+  cmp -s "$split_path/$companion" "$SPLIT/$companion" || fail "$companion differs from the published one"
+done
+log_since | grep '/tree/' | grep -q 'recursive=true' || fail "the file list was not recursive"
+expect_output "signature verified" "$FLARE" inspect "$split_path"
+HUB_CACHE=$SPLIT_CACHE/hub-transport check_cache_consistent
+
+step "companions beside a primary in a folder (--filename); none without it"
+NESTED_CACHE=$WORK/nested-cache
+nested_path=$("$FLARE" download test-org/tiny-split@nested --filename cpu-package/model.safetensors \
+  --model-cache "$NESTED_CACHE" --config "$CONFIG" 2>"$WORK/nested.err") || { cat "$WORK/nested.err"; fail "nested download failed"; }
+cmp -s "$nested_path/${companions[0]}" "$SPLIT/${companions[0]}" || fail "the nested package's companion differs"
+expect_fail 3 "holds no prepared package" "$FLARE" download test-org/tiny-split@nested --model-cache "$NESTED_CACHE" \
+  --config "$CONFIG"
+
+step "a missing or corrupt companion installs nothing"
+BAD_CACHE=$WORK/bad-cache
+expect_fail 3 "names 1 companion file the repository lacks (${companions[0]})" "$FLARE" download \
+  test-org/tiny-split@broken --model-cache "$BAD_CACHE" --config "$CONFIG"
+expect_fail 3 "failed verification, so nothing was installed" "$FLARE" download test-org/tiny-split@corrupt \
+  --model-cache "$BAD_CACHE" --config "$CONFIG"
+[[ -z $(ls -A "$BAD_CACHE/models" 2>/dev/null) ]] || fail "a failed download left an entry in the model cache"
+[[ -z $(ls -A "$BAD_CACHE/refs" 2>/dev/null) ]] || fail "a failed download selected a default"
+[[ -z $(ls -A "$BAD_CACHE/origins" 2>/dev/null) ]] || fail "a failed download recorded an origin"
+HUB_CACHE=$BAD_CACHE/hub-transport check_cache_consistent
+# Once the repository holds every file, a new attempt fetches only what no failed attempt kept: the
+# transport cache holds every file that passed its hash (the corrupt-package attempt fetched the
+# intact companions and its altered ${companions[1]}), so only the intact ${companions[1]} travels.
+cp "$SPLIT/${companions[0]}" "$BROKEN/${companions[0]}"
+log_mark
+fixed=$("$FLARE" download test-org/tiny-split@broken --model-cache "$BAD_CACHE" --config "$CONFIG" 2>"$WORK/fixed.err") ||
+  { cat "$WORK/fixed.err"; fail "the download after the repository was completed failed"; }
+[[ $(log_since | grep -c '"port":"cdn"') == 1 ]] || { log_since; fail "files kept by the failed attempts were fetched again"; }
+log_since | grep -q "/resolve/$BROKEN_COMMIT/${companions[1]}\"" || { log_since; fail "the transfer was not ${companions[1]}"; }
+cmp -s "$fixed/${companions[0]}" "$SPLIT/${companions[0]}" || fail "the completed package's companion differs"
+
 fingerprint=$(json_get "$HOME/.config/flare/development-publisher.json" 'j.keys[0].fingerprint')
 # serve_once ARGS...: flare run ARGS until /health answers, then SIGTERM; its output in $WORK/run.log.
 serve_once() {
@@ -79,6 +140,11 @@ step "flare run ORG/MODEL downloads into an empty cache and serves"
 RUN_CACHE=$WORK/run-cache
 serve_once test-org/tiny-flare@two --filename model.safetensors --model-cache "$RUN_CACHE"
 [[ -n $(ls "$RUN_CACHE"/models/*/*) ]] || fail "flare run did not install the package in the model cache"
+
+step "flare run ORG/MODEL with a directory-form package"
+SPLIT_RUN_CACHE=$WORK/split-run-cache
+serve_once test-org/tiny-split@cpu --model-cache "$SPLIT_RUN_CACHE"
+[[ -f $(ls -d "$SPLIT_RUN_CACHE"/models/*/*)/${companions[0]} ]] || fail "flare run did not install the companions"
 
 step "flare run MODEL checks a downloaded model's recorded origin for updates"
 model_key=$(basename "$(dirname "$path")")

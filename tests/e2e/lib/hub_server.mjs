@@ -1,5 +1,6 @@
 // A local stand-in for the Hugging Face Hub, for the download tests (loopback only). It speaks
-// the subset Flare uses: the revision and tree APIs (tree pages linked by `Link: rel="next"`),
+// the subset Flare uses: the revision and tree APIs (tree pages linked by `Link: rel="next"`;
+// `?recursive=true` lists the files of every folder by their repository paths),
 // `HEAD`/`GET /{repo}/resolve/{rev}/{file}` (small files served directly with their git blob id
 // as ETag; large and .safetensors files answered with a 302 to a second "CDN" port, carrying
 // X-Linked-Etag, X-Linked-Size and X-Repo-Commit), Range and 206 on both ports, and the Hub's
@@ -128,6 +129,18 @@ function topLevelEntries(dir) {
     .map((d) => d.name).sort();
 }
 
+// Every entry under `dir` as a repository path (folders and files, depth first), for
+// `?recursive=true` listings and CDN lookups of nested files.
+function allEntries(dir, prefix = "") {
+  const out = [];
+  for (const name of topLevelEntries(path.join(dir, prefix))) {
+    const rel = prefix ? `${prefix}/${name}` : name;
+    out.push(rel);
+    if (fs.statSync(path.join(dir, rel)).isDirectory()) out.push(...allEntries(dir, rel));
+  }
+  return out;
+}
+
 function treeEntry(dir, name) {
   const full = path.join(dir, name);
   if (fs.statSync(full).isDirectory()) return { type: "directory", oid: "0".repeat(40), path: name };
@@ -224,13 +237,15 @@ function handleApi(req, res) {
       res.writeHead(200, { "Content-Type": "application/json" });
       return res.end(body);
     }
-    const names = topLevelEntries(dir);
+    const recursive = url.searchParams.get("recursive") === "true";
+    const names = recursive ? allEntries(dir) : topLevelEntries(dir);
     const pageSize = state.page_size ?? 1000;
     const cursor = Number(url.searchParams.get("cursor") ?? 0);
     const page = names.slice(cursor, cursor + pageSize).map((name) => treeEntry(dir, name));
     const headers = { "Content-Type": "application/json" };
     if (cursor + pageSize < names.length)
-      headers.Link = `<http://127.0.0.1:${apiPort}/api/models/${m[1]}/tree/${m[3]}?cursor=${cursor + pageSize}>; rel="next"`;
+      headers.Link = `<http://127.0.0.1:${apiPort}/api/models/${m[1]}/tree/${m[3]}?${recursive ? "recursive=true&" : ""}` +
+                     `cursor=${cursor + pageSize}>; rel="next"`;
     res.writeHead(200, headers);
     return res.end(JSON.stringify(page));
   }
@@ -270,7 +285,7 @@ function handleCdn(req, res) {
   }
   for (const repo of Object.values(state.repos))
     for (const dir of Object.values(repo.commits))
-      for (const name of topLevelEntries(dir)) {
+      for (const name of allEntries(dir)) {
         const full = path.join(dir, name);
         if (!fs.statSync(full).isFile()) continue;
         const info = fileInfo(full);
