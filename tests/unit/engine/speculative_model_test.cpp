@@ -47,6 +47,9 @@ Outcome run(const std::filesystem::path& dir, const std::vector<GenerationReques
   options.max_draft_tokens = max_drafts;
   options.history_drafts = max_drafts > 0 && draft_dir.empty();
   options.learned_drafts = max_drafts > 0 && !draft_dir.empty();
+  // Every round drafts the full count: these tests check what verification computes and accepts;
+  // adaptive verification would follow this machine's measured step times (verify_policy_test).
+  options.adaptive_verification = false;
   auto runner = ModelStepRunner::load(std::make_unique<helios::cpu::CpuBackend>(2), dir, options, helios::DType::f32);
   if (options.learned_drafts) {
     runner->attach_draft(model::Model::load(draft_dir, runner->backend()));
