@@ -36,7 +36,9 @@ TEST(PrefixHashes, ChainedOverWholeBlocks) {
   EXPECT_TRUE(prefix_block_hashes(std::vector<std::int32_t>{}, 4).empty());
 }
 
-TEST(PrefixCache, WithoutSnapshotsLookupReturnsLongestWholePagePrefix) {
+// Without snapshot slots a checkpoint ends on a whole page; a lookup still hits at any token within
+// those pages (the hit's last page is shared until it writes there).
+TEST(PrefixCache, WithoutSnapshotsCheckpointsEndOnWholePages) {
   helios::HistoryPools pools({{32, 0}});
   helios::PagePool& pool = pools.pool(0);
   PrefixCache cache(pools, 4, 8, 0);
@@ -53,10 +55,11 @@ TEST(PrefixCache, WithoutSnapshotsLookupReturnsLongestWholePagePrefix) {
   // The sequence is gone; the cache holds its three whole pages.
   EXPECT_EQ(pool.n_used(), 3);
   EXPECT_EQ(cache.n_pages_exclusive(), 3);
-  EXPECT_EQ(cache.lookup(t, 11).n_tokens(), 8);  // bounded by max_tokens
+  EXPECT_EQ(cache.lookup(t, 11).n_tokens(), 11);  // bounded by max_tokens
   auto diverging = t;
   diverging[5] = -7;
-  EXPECT_EQ(cache.lookup(diverging, 100).n_tokens(), 4);
+  EXPECT_EQ(cache.lookup(diverging, 100).n_tokens(), 5);
+  EXPECT_EQ(cache.n_snapshots(), 0);
   EXPECT_EQ(cache.lookup(tokens(14, 1), 100).n_tokens(), 0);
   EXPECT_EQ(cache.lookup(t, 0).n_tokens(), 0);
   cache.clear();
