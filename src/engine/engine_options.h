@@ -24,6 +24,13 @@ const char* scheduler_policy_name(SchedulerPolicy policy);
 // Most draft tokens one verify row carries (a row computes at most 1 + this many tokens).
 inline constexpr std::int32_t k_max_draft_tokens = 15;
 
+// One step shape's measured time: `rows` rows of `tokens_per_row` tokens (1: decode).
+struct MeasuredStepCost {
+  std::int32_t rows = 0;
+  std::int32_t tokens_per_row = 0;
+  double milliseconds = 0.0;
+};
+
 struct EngineOptions {
   std::int32_t max_concurrency = 8;          // active choices (rows) at once
   std::int32_t prefill_chunk_tokens = 2048;  // most tokens one row computes in a step
@@ -72,6 +79,9 @@ struct EngineOptions {
   // smallest decode buckets first, every verify width of a bucket within the token capacity);
   // only uniform verify steps (every row of one width) replay one.
   std::int32_t speculative_graph_budget = 64;
+  // Step times the package measured at export (decode and verify graphs on its GPU): adaptive
+  // verification starts from them, then follows the steps this engine times.
+  std::vector<MeasuredStepCost> measured_step_costs;
   // The most tokens a verify row computes when speculating (1 + max_draft_tokens), else 0.
   std::int32_t max_verify_tokens() const { return speculates() ? 1 + max_draft_tokens : 0; }
 

@@ -33,6 +33,8 @@ Scheduler::Scheduler(const EngineOptions& options) : options_(validated(options)
   prefix_cache_ = std::make_unique<PrefixCache>(pools_, options.page_size_tokens,
                                                 options.max_concurrency * options.prefix_checkpoints_per_slot,
                                                 options.max_concurrency * options.prefix_snapshots_per_slot);
+  for (const MeasuredStepCost& cost : options.measured_step_costs)
+    verify_policy_.record_step(cost.rows, cost.rows * cost.tokens_per_row, cost.milliseconds);
 }
 
 Scheduler::~Scheduler() {

@@ -73,7 +73,14 @@ json speculation_json(const proto::Manifest& m) {
              {"weight_bytes", s.draft_weight_bytes()},
              {"bytes_per_cached_token", s.draft_bytes_per_cached_token()}};
   }
+  json measured = json::array();
+  for (const proto::MeasuredStep& step : s.measured_steps()) {
+    measured.push_back({{"rows", step.rows()}, {"tokens_per_row", step.tokens_per_row()},
+                        {"milliseconds", step.milliseconds()}});
+  }
   return {{"max_draft_tokens", s.max_draft_tokens()},
+          {"measured_steps", measured},
+          {"steps_measured_on", s.steps_measured_on()},
           {"adaptive_verification", s.adaptive_verification()},
           {"token_capacity", s.token_capacity()},
           {"history_drafts_available", s.max_draft_tokens() > 0},

@@ -2,6 +2,7 @@
 // Execution (the summary), then Memory, Stored payloads and Prepared tensors (--memory-map),
 // Graphs (--graphs), Frontend (--frontend), and Package and Checkpoint (--all).
 #include <cstdio>
+#include <iterator>
 #include <map>
 
 #include <fmt/format.h>
@@ -38,6 +39,27 @@ std::string speculation_text(const proto::Capacities& c) {
                      c.speculative_method().empty() ? "" : " (" + c.speculative_method() + ")");
 }
 
+// The verify steps timed at export against decode steps of as many rows, for the fewest rows:
+// "on NVIDIA H200: 1 row 1.03x (2 tokens) .. 1.22x (8); 2 rows ..." (empty when none were timed).
+std::string measured_steps_text(const proto::Speculation& s) {
+  std::map<std::uint32_t, std::map<std::uint32_t, double>> by_rows;  // rows -> tokens per row -> ms
+  for (const proto::MeasuredStep& step : s.measured_steps()) by_rows[step.rows()][step.tokens_per_row()] = step.milliseconds();
+  std::vector<std::string> parts;
+  for (const auto& [rows, widths] : by_rows) {
+    const auto decode = widths.find(1);
+    if (decode == widths.end() || !(decode->second > 0.0) || widths.size() < 2) continue;
+    const auto& [narrow, narrow_ms] = *std::next(widths.begin());
+    const auto& [wide, wide_ms] = *widths.rbegin();
+    parts.push_back(narrow == wide ? fmt::format("{} row{} {:.2f}x ({} tokens)", rows, rows == 1 ? "" : "s",
+                                                 wide_ms / decode->second, wide)
+                                   : fmt::format("{} row{} {:.2f}x ({} tokens) .. {:.2f}x ({})", rows, rows == 1 ? "" : "s",
+                                                 narrow_ms / decode->second, narrow, wide_ms / decode->second, wide));
+    if (parts.size() == 4) break;
+  }
+  if (parts.empty()) return "";
+  return fmt::format("on {}, a verify step over a decode step: {}", s.steps_measured_on(), fmt::join(parts, "; "));
+}
+
 // The package's prepared speculation beyond the draft count: the learned draft, the history
 // drafts flare run may add, the verification policy and its token capacity.
 Fields speculation_fields(const proto::Manifest& m) {
@@ -56,6 +78,7 @@ Fields speculation_fields(const proto::Manifest& m) {
   fields.push_back({"verification", fmt::format("{}, at most {} verify tokens a step",
                                                 s.adaptive_verification() ? "adaptive" : "fixed width",
                                                 format_count(s.token_capacity()))});
+  if (std::string costs = measured_steps_text(s); !costs.empty()) fields.push_back({"verify costs", std::move(costs)});
   return fields;
 }
 

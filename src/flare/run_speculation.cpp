@@ -1,6 +1,8 @@
 // Speculation settings and the draft model at `flare run` (see run_speculation.h).
 #include "flare/run_speculation.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -34,11 +36,21 @@ RunSpeculation run_speculation(const proto::Manifest& manifest, const Speculatio
     out.history_drafts = false;
     return out;
   }
+  for (const proto::MeasuredStep& step : prepared.measured_steps()) {
+    if (step.rows() == 0 || step.tokens_per_row() == 0 || !(step.milliseconds() > 0.0)) continue;  // untrusted bytes
+    out.measured_steps.push_back({static_cast<std::int32_t>(std::min<std::uint32_t>(step.rows(), 1u << 20)),
+                                  static_cast<std::int32_t>(std::min<std::uint32_t>(step.tokens_per_row(), 64u)),
+                                  step.milliseconds()});
+  }
   std::string sources = out.learned_drafts && out.history_drafts ? "history, then the draft model"
                         : out.learned_drafts                   ? "draft model " + prepared.draft_source()
                                                                : "history drafts";
+  const std::string policy = !out.adaptive_verification ? "fixed"
+                             : out.measured_steps.empty() ? "adaptive"
+                                                          : "adaptive, from step costs measured at export on " +
+                                                                prepared.steps_measured_on();
   out.summary = fmt::format("{} {} draft tokens ({}; {} verification)", out.adaptive_verification ? "up to" : "exactly",
-                            out.max_draft_tokens, sources, out.adaptive_verification ? "adaptive" : "fixed");
+                            out.max_draft_tokens, sources, policy);
   return out;
 }
 
@@ -49,6 +61,7 @@ void apply_speculation(const RunSpeculation& speculation, engine::EngineOptions&
   options.adaptive_verification = speculation.adaptive_verification;
   options.speculative_token_capacity = speculation.token_capacity;
   options.speculative_graph_budget = speculation.graph_budget;
+  options.measured_step_costs = speculation.measured_steps;
 }
 
 std::unique_ptr<model::Model> load_draft_model(const proto::Manifest& manifest, const model::PreparedLookup& whole,

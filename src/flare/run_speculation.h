@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/engine_options.h"
 #include "helios/backend.h"
@@ -30,6 +31,7 @@ struct RunSpeculation {
   bool adaptive_verification = false;
   std::int32_t token_capacity = 0;
   std::int32_t graph_budget = 64;     // verify graphs captured (speculative_graph_budget)
+  std::vector<engine::MeasuredStepCost> measured_steps;  // the package's, timed at export
   std::string summary;                // for the startup line: "up to 5 draft tokens (draft model, adaptive)"
 };
 

@@ -14,6 +14,7 @@
 #include "ignition/config_template.h"
 #include "ignition/draft_model.h"
 #include "ignition/gpu_preparation.h"
+#include "ignition/measured_steps.h"
 #include "ignition/memory_plan.h"
 #include "ignition/recipe_help.h"
 #include "ignition/resolve.h"
@@ -363,12 +364,17 @@ int run_export(const ExportOptions& options) {
                                format_count(static_cast<std::uint64_t>(kv_tokens))));
   }
   const auto buckets = concurrency_buckets(static_cast<std::int32_t>(max_concurrency));
+  std::vector<MeasuredStepTime> step_times;
   {
     Phase phase(terminal, "Capture graphs");
     if (gpu) {
       gpu->capture_graphs();
-      phase.stage.ok(fmt::format("{} decode graphs, {} prefill-chunk graphs, {} verify graphs", gpu->counts().n_graphs,
-                                 gpu->counts().n_prefill_graphs, gpu->counts().n_verify_graphs));
+      // Verify rounds are timed against decode steps here, so adaptive verification starts from
+      // this GPU's costs rather than a guess.
+      if (gpu->counts().n_verify_graphs > 0) step_times = gpu->time_steps();
+      phase.stage.ok(fmt::format("{} decode graphs, {} prefill-chunk graphs, {} verify graphs{}", gpu->counts().n_graphs,
+                                 gpu->counts().n_prefill_graphs, gpu->counts().n_verify_graphs,
+                                 measured_steps_summary(step_times)));
     } else {
       phase.stage.ok("0 graphs (CPU)");
     }
@@ -423,6 +429,7 @@ int run_export(const ExportOptions& options) {
   cost->set_graph_and_scratch_bytes(demand.scratch_bytes);
   set_sampling(recipe, manifest);
   record_speculation(manifest, speculation, draft);
+  if (gpu) record_measured_steps(manifest, step_times, gpu->device_name());
 
   // Export package: sign and publish in the cache, selected as the default.
   SigningIdentity signer = load_signing_identity(config);

@@ -50,6 +50,13 @@ struct GpuPreparationCounts {
   std::int32_t n_verify_graphs = 0;   // verify-step graphs captured (speculative decoding)
 };
 
+// A captured step shape's time on this GPU (see GpuPreparation::time_steps).
+struct MeasuredStepTime {
+  std::int32_t rows = 0;
+  std::int32_t tokens_per_row = 0;  // 1: a decode step; 2 or more: a verify step
+  double milliseconds = 0.0;
+};
+
 class GpuPreparation {
  public:
   GpuPreparation(const model::ModelSpec& spec, const GpuPreparationOptions& options);
@@ -64,6 +71,10 @@ class GpuPreparation {
   void tune_gemms();                      // times every serving GEMM shape
   void compile_forwards();                // one prefill chunk, each decode bucket, a mixed step
   void capture_graphs();                  // the catalog's graphs, when the backend captures graphs
+  // Times every captured decode and verify graph (after capture_graphs) at a short context, the
+  // median of three runs of ten back-to-back replays each: what adaptive verification starts from.
+  // Empty when the backend captured no graphs.
+  std::vector<MeasuredStepTime> time_steps();
   const GpuPreparationCounts& counts() const;
   std::uint64_t device_bytes_in_use() const;  // weights + scratch measured on the device
 

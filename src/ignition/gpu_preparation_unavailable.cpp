@@ -24,6 +24,7 @@ void GpuPreparation::load_weights(const model::PreparedLookup&) {}
 void GpuPreparation::tune_gemms() {}
 void GpuPreparation::compile_forwards() {}
 void GpuPreparation::capture_graphs() {}
+std::vector<MeasuredStepTime> GpuPreparation::time_steps() { return {}; }
 const GpuPreparationCounts& GpuPreparation::counts() const {
   static const GpuPreparationCounts none;
   return none;

@@ -14,6 +14,17 @@ grep -qE "Select GPUs\. .*GPU 0" "$HOME/export.log" || fail "the export did not 
 grep -qE "Compile forwards.*[ (][1-9][0-9]* compiled" "$HOME/export.log" || fail "a first export compiled no kernels"
 entry=$(cat "$HOME/entry")
 echo "export took $(elapsed "$start") s; entry $entry"
+# The demo's GPU package verifies history drafts: its verify rounds are timed against decode steps
+# at export, recorded in the manifest and shown by inspect.
+grep -qE "Capture graphs.*a verify round of 1 row x [0-9]+ tokens costs [0-9.]+x a decode step" "$HOME/export.log" \
+  || fail "the export did not time its verify rounds"
+"$BIN/flare" inspect "$entry" >"$HOME/inspect.txt" || fail "inspect"
+grep -q "verify costs" "$HOME/inspect.txt" || { cat "$HOME/inspect.txt"; fail "inspect shows no verify costs"; }
+"$BIN/flare" inspect --json "$entry" >"$HOME/inspect.json" || fail "inspect --json"
+json 'sorted({(s["rows"], s["tokens_per_row"]) for s in d["speculation"]["measured_steps"] if s["milliseconds"] > 0})[:3]' \
+  <"$HOME/inspect.json"
+[[ $(json 'sum(1 for s in d["speculation"]["measured_steps"] if s["rows"] == 1 and s["milliseconds"] > 0)' \
+   <"$HOME/inspect.json") -ge 2 ]] || fail "the package records no decode and verify times at one row"
 
 # A second export finds every kernel in the kernel cache and every GEMM shape tuned.
 "$BIN/ignition" export demo --gpus 0 >/dev/null 2>"$HOME/export2.log" || { cat "$HOME/export2.log"; fail "second export"; }

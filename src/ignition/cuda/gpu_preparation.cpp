@@ -2,6 +2,7 @@
 #include "ignition/gpu_preparation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -47,6 +48,15 @@ struct GpuPreparation::State {
       for (std::int32_t t = 0; t < n; ++t) step.tokens.push_back((t * 7919 + start) % spec.vocab_size);
       step.rows.push_back(row);
     }
+    return step;
+  }
+
+  // A uniform step of n_rows rows of n_tokens tokens each after `start` cached positions, every
+  // token's logits wanted where a row has several (a verify row), the last one's otherwise. Rows
+  // share pages where the cache has fewer than they need: a step timed, not a result checked.
+  Step make_uniform_step(std::int32_t n_rows, std::int32_t n_tokens, std::int32_t start) {
+    Step step = make_step(std::vector<std::int32_t>(std::size_t(n_rows), n_tokens), start);
+    for (StepRow& row : step.rows) row.n_logits = n_tokens;
     return step;
   }
 
@@ -191,6 +201,32 @@ void GpuPreparation::capture_graphs() {
   s.counts.n_graphs = s.model->n_decode_graphs();
   s.counts.n_prefill_graphs = s.model->n_prefill_graphs();
   s.counts.n_verify_graphs = s.model->n_verify_graphs();
+}
+
+std::vector<MeasuredStepTime> GpuPreparation::time_steps() {
+  State& s = *state_;
+  if (!s.model) fail(ExitCode::failure, "internal: time_steps before load_weights");
+  using Clock = std::chrono::steady_clock;
+  constexpr std::int32_t k_context = 256;  // short: the weights dominate, as they do a round's cost
+  constexpr int k_replays = 10, k_runs = 3;
+  std::vector<MeasuredStepTime> times;
+  if (s.counts.n_graphs + s.counts.n_verify_graphs == 0) return times;  // nothing captured: nothing replays
+  for (const helios::StepShape& shape : s.catalog.graphs) {
+    if (shape.kv_dtype != s.cache.groups.front().layout.dtype || !(shape.is_decode() || shape.is_verify())) continue;
+    const Step step = s.make_uniform_step(shape.n_rows, shape.tokens_per_row, k_context);
+    s.model->forward_logits(step, s.cache);  // warm-up: the graph's first replay uploads and loads
+    s.backend->synchronize();
+    std::vector<double> runs;
+    for (int run = 0; run < k_runs; ++run) {
+      const auto begin = Clock::now();
+      for (int i = 0; i < k_replays; ++i) s.model->forward_logits(step, s.cache);
+      s.backend->synchronize();
+      runs.push_back(std::chrono::duration<double, std::milli>(Clock::now() - begin).count() / k_replays);
+    }
+    std::ranges::sort(runs);
+    times.push_back({shape.n_rows, shape.tokens_per_row, runs[runs.size() / 2]});
+  }
+  return times;
 }
 
 std::uint64_t GpuPreparation::device_bytes_in_use() const {

@@ -160,6 +160,29 @@ TEST(SchedulerSpeculation, ConstrainedChoicesNeverDraft) {
   EXPECT_EQ(p.speculative.scheduler.counters().n_verify_rows, 0);
 }
 
+// Step costs the package measured at export seed adaptive verification: where a verify round
+// costs five decode steps, no acceptance rate pays for drafts, so rows decode ordinarily (trying one
+// draft every few rounds) from the first step; the same costs measured cheap let every round draft.
+TEST(SchedulerSpeculation, MeasuredStepCostsSeedTheVerifyPolicy) {
+  EngineOptions expensive = speculative_options(4);
+  expensive.measured_step_costs = {{1, 1, 2.0}, {1, 2, 10.0}, {1, 3, 10.0}, {1, 4, 10.0}, {1, 5, 10.0}};
+  EngineOptions cheap = speculative_options(4);
+  cheap.measured_step_costs = {{1, 1, 2.0}, {1, 2, 2.05}, {1, 3, 2.1}, {1, 4, 2.15}, {1, 5, 2.2}};
+  Scheduler seeded(expensive);
+  EXPECT_NEAR(seeded.verify_policy().relative_cost(1, 4), 5.0, 1e-9);
+  EXPECT_NEAR(Scheduler(cheap).verify_policy().relative_cost(1, 4), 1.1, 1e-9);
+
+  Pair p_expensive(expensive, 4), p_cheap(cheap, 4);
+  p_expensive.add(make_request(periodic_prompt(16, 4, 2), 40), 5);
+  p_cheap.add(make_request(periodic_prompt(16, 4, 2), 40), 5);
+  p_expensive.run_and_compare();
+  p_cheap.run_and_compare();
+  EXPECT_GT(p_cheap.speculative.scheduler.counters().n_verify_rows, 4);
+  EXPECT_LE(p_expensive.speculative.scheduler.counters().n_verify_rows, 40 / 8 + 1);  // retries only
+  EXPECT_LT(p_expensive.speculative.scheduler.counters().n_verify_rows,
+            p_cheap.speculative.scheduler.counters().n_verify_rows);
+}
+
 TEST(SchedulerSpeculation, UnpredictableOutputStillMatches) {
   Pair p(speculative_options(), 0);  // hash favourites: history rarely predicts them
   p.add(make_request(iota_prompt(9), 30), 5);
