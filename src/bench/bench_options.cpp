@@ -70,6 +70,33 @@ helios::cuda::DependentLaunch parse_dependent_launch(std::string_view text) {
   fail_usage("--dependent-launch: '{}' is not a launch mode (early-work, all, off)", text);
 }
 
+std::vector<std::uint64_t> parse_seed_list(std::string_view text, std::string_view option) {
+  std::vector<std::uint64_t> seeds;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string_view item = text.substr(begin, end - begin);
+    std::uint64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size()) {
+      fail_usage("{}: '{}' is not a non-negative integer", option, item);
+    }
+    if (std::find(seeds.begin(), seeds.end(), value) != seeds.end()) fail_usage("{}: {} is listed twice", option, value);
+    seeds.push_back(value);
+    begin = end + 1;
+  }
+  return seeds;
+}
+
+void apply_round_defaults(BenchOptions& o, bool batches_set, bool contexts_set, bool width_set, bool warmup_set,
+                          bool repetitions_set) {
+  if (!batches_set) o.batches = {1, 2, 4};
+  if (!contexts_set) o.contexts = {512, 2048, 8192, 16384};
+  if (!width_set) o.verify_tokens = 8;
+  if (!warmup_set) o.warmup = 5;
+  if (!repetitions_set) o.repetitions = 20;
+}
+
 void bench_options_validate(const BenchOptions& o) {
   if (o.gpu < 0) fail_usage("--gpus: {} is not a GPU index", o.gpu);
   if (o.batches.empty()) fail_usage("--batches: at least one batch is needed");
@@ -83,6 +110,16 @@ void bench_options_validate(const BenchOptions& o) {
     fail_usage("--verify-tokens: {} is not 0 (none) or 2 to 16 tokens a row", o.verify_tokens);
   }
   if (o.attention_context < 0) fail_usage("--attention-context: {} is negative", o.attention_context);
+  if (o.rounds) {
+    // Verify rows attend through the decode kernel up to 8 tokens a row.
+    if (o.verify_tokens < 2 || o.verify_tokens > 8)
+      fail_usage("--verify-width: {} is not 2 to 8 tokens a row (the pending token and its drafts)", o.verify_tokens);
+    if (o.seeds.empty()) fail_usage("--seeds: at least one seed is needed");
+    if (o.warmup < 1) fail_usage("--warmup: a rounds run needs at least one warm-up round, not {}", o.warmup);
+    for (const std::int32_t context : o.contexts) {
+      if (context % 128 != 0) fail_usage("--contexts: {} is not a multiple of 128 (rounds)", context);
+    }
+  }
   if (o.profile_batch != 0 && std::find(o.batches.begin(), o.batches.end(), o.profile_batch) == o.batches.end()) {
     fail_usage("--profile-batch: {} is not one of the decode buckets", o.profile_batch);
   }
@@ -91,6 +128,7 @@ void bench_options_validate(const BenchOptions& o) {
 BenchArgs bench_args_parse(const std::vector<std::string>& args) {
   BenchArgs a;
   BenchOptions& o = a.options;
+  bool batches_set = false, contexts_set = false, width_set = false, warmup_set = false, repetitions_set = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
     if (name == "--help" || name == "-h") {
@@ -109,6 +147,10 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       o.backend.gemm_race_log = true;
       continue;
     }
+    if (name == "--rounds") {
+      o.rounds = true;
+      continue;
+    }
     if (name.rfind("--", 0) != 0) fail_usage("unexpected argument '{}'", name);
     if (const auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
@@ -121,8 +163,10 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       a.shape = value;
     } else if (name == "--buckets" || name == "--batches") {
       o.batches = parse_positive_list(value, name);
+      batches_set = true;
     } else if (name == "--context" || name == "--contexts") {
       o.contexts = parse_positive_list(value, name);
+      contexts_set = true;
     } else if (name == "--prefill") {
       o.prefill_tokens = parse_count(value, name, 0);
     } else if (name == "--kv-dtype") {
@@ -135,8 +179,11 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       } else {
         fail_usage("--weights: '{}' is not a weight dtype (bf16, fp8)", value);
       }
-    } else if (name == "--verify-tokens") {
+    } else if (name == "--verify-tokens" || name == "--verify-width") {
       o.verify_tokens = parse_count(value, name, 0);
+      width_set = true;
+    } else if (name == "--seeds") {
+      o.seeds = parse_seed_list(value, name);
     } else if (name == "--attention-batch") {
       o.attention_batch = parse_count(value, name, 1);
     } else if (name == "--attention-context") {
@@ -145,8 +192,10 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       o.profile_batch = parse_count(value, name, 0);
     } else if (name == "--warmup") {
       o.warmup = parse_count(value, name, 0);
+      warmup_set = true;
     } else if (name == "--repetitions") {
       o.repetitions = parse_count(value, name, 1);
+      repetitions_set = true;
     } else if (name == "--gpu") {
       o.gpu = parse_count(value, name, 0);
     } else if (name == "--seed") {
@@ -161,6 +210,7 @@ BenchArgs bench_args_parse(const std::vector<std::string>& args) {
       fail_usage("unknown option {} (see --help)", name);
     }
   }
+  if (o.rounds) apply_round_defaults(o, batches_set, contexts_set, width_set, warmup_set, repetitions_set);
   bench_options_validate(o);
   return a;
 }
@@ -186,6 +236,12 @@ std::string bench_args_usage() {
          "  --profile-batch N      run one decode step of bucket N (a graph replay where captured)\n"
          "                         between cuProfilerStart and cuProfilerStop, for\n"
          "                         ncu --profile-from-start off (0: none)     [0]\n"
+         "  --rounds               complete speculative rounds instead of steps: per batch x\n"
+         "                         context x seed, a verify step of --verify-tokens a row (its\n"
+         "                         graph), every position sampled on the device, drafts accepted\n"
+         "                         (defaults then: batches 1,2,4, contexts 512,2048,8192,16384,\n"
+         "                         8 tokens a row, 5 warm-up and 20 timed rounds)\n"
+         "  --seeds LIST           rounds: input and sampling seeds            [0,1,2]\n"
          "  --gpu N                device ordinal                             [0]\n"
          "  --seed N               random weights, KV and tokens              [1]\n"
          "  --json PATH            also write the report as JSON\n"

@@ -34,6 +34,13 @@ struct BenchOptions {
   std::int32_t profile_batch = 0;                          // one decode step of this bucket inside a
                                                            // profiler range (ncu); 0: none
   std::uint64_t seed = 1;                                  // random weights, KV and tokens
+  // --rounds: complete speculative rounds instead of steps (the spec's GPU graph latency benchmark):
+  // for each batch x context and each of `seeds`, a round verifies verify_tokens tokens a row (the
+  // pending token and its drafts) through the verify graph, samples every position on the device
+  // and accepts drafts; warmup rounds, then repetitions timed rounds. Prefill, decode buckets and
+  // attention alone are not run.
+  bool rounds = false;
+  std::vector<std::uint64_t> seeds = {0, 1, 2};             // rounds: input and sampling seeds
   std::optional<std::filesystem::path> json_path;          // --json / --output
   std::optional<std::filesystem::path> kernel_cache;       // default: [paths].kernel_cache default
   // The CUDA backend's measurement switches (--no-stream-gemm, --dependent-launch, --gemm-race-log);
@@ -47,6 +54,12 @@ std::vector<std::int32_t> parse_positive_list(std::string_view text, std::string
 std::vector<helios::DType> parse_kv_dtypes(std::string_view text);
 // "early-work", "all" or "off" (--dependent-launch).
 helios::cuda::DependentLaunch parse_dependent_launch(std::string_view text);
+// "0,1,2": distinct non-negative integers (order kept); `option` names the flag in errors.
+std::vector<std::uint64_t> parse_seed_list(std::string_view text, std::string_view option);
+// The spec's defaults for a rounds run, for what the command line left unset: batches 1,2,4,
+// contexts 512,2048,8192,16384, verify width 8, 5 warm-up and 20 timed rounds.
+void apply_round_defaults(BenchOptions& options, bool batches_set, bool contexts_set, bool width_set, bool warmup_set,
+                          bool repetitions_set);
 // Range checks shared by both front ends.
 void bench_options_validate(const BenchOptions& options);
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/round_report.h"
 #include "common/error.h"
 
 namespace flare::bench {
@@ -164,6 +165,7 @@ std::string report_table(const BenchReport& r) {
   std::string out;
   table_rates(out, r);
   table_steps(out, r);
+  out += rounds_table(r);
   table_breakdowns(out, r);
   if (!r.targets.empty()) {
     out += "\ntargets:\n";
@@ -264,6 +266,7 @@ nlohmann::json report_json(const BenchReport& r) {
     doc["targets"].push_back({{"name", t.name}, {"measured", t.measured}, {"target", t.target},
                               {"higher_is_better", t.higher_is_better}, {"met", t.met()}});
   }
+  if (o.rounds) doc["rounds"] = rounds_json(r);
   doc["notes"] = r.notes;
   return doc;
 }

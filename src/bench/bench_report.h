@@ -83,6 +83,20 @@ struct Breakdown {
   std::vector<BreakdownRow> rows;
 };
 
+// --rounds: one batch x context case of complete speculative rounds (bench_options.h), timed per
+// seed; its median and quartiles over every seed's samples.
+struct RoundCase {
+  std::int32_t batch = 0, context = 0, width = 0;  // width: tokens a row verifies (pending + drafts)
+  std::vector<std::uint64_t> seeds;                // the seeds measured, in order
+  std::vector<Timing> by_seed;                     // their timed rounds
+  Timing timing;                                   // every seed's samples together
+  Timing decode;                                   // the decode step of the same rows and context
+  double round_over_decode = 0;                    // timing.median_ms / decode.median_ms
+  double accepted_per_round = 0;                   // drafts accepted a row a round (random drafts)
+  bool complete = false;                           // every seed measured
+  std::string failure;                             // why not, when it is not
+};
+
 struct Target {
   std::string name;
   double measured = 0, target = 0;
@@ -103,6 +117,9 @@ struct BenchReport {
   std::vector<DecodeResult> decode;
   std::vector<AttentionResult> attention;
   std::vector<Breakdown> breakdowns;
+  std::vector<RoundCase> rounds;       // --rounds
+  // The mean of the cases' medians, equal weights (lower is better); 0 unless every case completed.
+  double rounds_aggregate_ms = 0;
   // Derived (0 when the needed buckets did not run):
   double batch1_tokens_per_s = 0, batch1_bound_tokens_per_s = 0, batch1_ratio = 0;
   double batch64_over_batch1 = 0;

@@ -34,7 +34,7 @@ Scheduler::Scheduler(const EngineOptions& options) : options_(validated(options)
                                                 options.max_concurrency * options.prefix_checkpoints_per_slot,
                                                 options.max_concurrency * options.prefix_snapshots_per_slot);
   for (const MeasuredStepCost& cost : options.measured_step_costs)
-    verify_policy_.record_step(cost.rows, cost.rows * cost.tokens_per_row, cost.milliseconds);
+    verify_policy_.record_step(cost.rows, cost.tokens_per_row, cost.milliseconds);
 }
 
 Scheduler::~Scheduler() {
@@ -243,6 +243,7 @@ StepPlan Scheduler::schedule(double now_ms) {
   std::int32_t budget = options_.step_token_budget();
   std::int32_t verify_budget = options_.speculative_token_capacity;  // tokens of this step's verify rows
   ++schedule_stamp_;
+  if (options_.speculates() && options_.adaptive_verification) verify_policy_.begin_step(n_active_choices());
   bool admissions_blocked = false;
   // Sliding-window groups first give back what no query from here on reads: between steps every
   // sequence holds about a window there, whatever its last step computed.

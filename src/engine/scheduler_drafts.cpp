@@ -132,7 +132,9 @@ void Scheduler::record_step_time(const StepPlan& plan, double ms) {
   for (const ScheduledRow& row : plan.rows) {
     if (row.n_drafts == 0 && row.n_tokens > 1) return;
   }
-  verify_policy_.record_step(plan.step.n_rows(), plan.step.n_tokens(), ms);
+  std::int32_t widest = 1;
+  for (const ScheduledRow& row : plan.rows) widest = std::max(widest, row.n_tokens);
+  verify_policy_.record_step(plan.step.n_rows(), widest, ms);
 }
 
 }  // namespace flare::engine

@@ -11,7 +11,9 @@ constexpr double kDecay = 0.9;          // per round: about the last ten rounds 
 constexpr double kStepDecay = 0.8;      // per measured step
 constexpr double kPriorRate = 0.7;      // before a choice's first round
 constexpr double kPriorBeta = 0.05;     // a draft token's share of a decode step, unmeasured
-constexpr std::int32_t kRetryRounds = 8;  // a choice not drafting tries one draft this often
+constexpr std::int32_t kMinTrialInterval = 8;     // steps between trial steps at least ...
+constexpr std::int32_t kMaxTrialInterval = 4096;  // ... and at most
+constexpr double kTrialOverhead = 0.02;           // trials' share of the decode time between them
 
 double expected_tokens(double alpha, std::int32_t k) {
   if (alpha >= 1.0) return double(k + 1);
@@ -37,10 +39,9 @@ std::size_t VerifyPolicy::bucket(std::int32_t n_rows) {
   return b;
 }
 
-void VerifyPolicy::record_step(std::int32_t n_rows, std::int32_t n_tokens, double ms) {
-  if (n_rows <= 0 || n_tokens < n_rows || !(ms > 0.0) || !std::isfinite(ms)) return;
-  const auto width = std::size_t(std::clamp<std::int64_t>((std::int64_t(n_tokens) + n_rows / 2) / n_rows, 1,
-                                                          std::int64_t(kWidths) - 1));
+void VerifyPolicy::record_step(std::int32_t n_rows, std::int32_t widest_row_tokens, double ms) {
+  if (n_rows <= 0 || widest_row_tokens <= 0 || !(ms > 0.0) || !std::isfinite(ms)) return;
+  const auto width = std::size_t(std::clamp<std::int64_t>(widest_row_tokens, 1, std::int64_t(kWidths) - 1));
   double& slot = step_ms_[bucket(n_rows)][width];
   slot = slot > 0.0 ? kStepDecay * slot + (1.0 - kStepDecay) * ms : ms;
 }
@@ -60,7 +61,21 @@ double VerifyPolicy::relative_cost(std::int32_t n_rows, std::int32_t k) const {
   return std::max(floor, 1.0 + kPriorBeta * double(k));
 }
 
-std::int32_t VerifyPolicy::draft_count(AcceptanceEstimate& acceptance, std::int32_t k_max, std::int32_t n_rows) const {
+std::int32_t VerifyPolicy::trial_interval(std::int32_t n_rows) const {
+  // A trial step costs relative_cost(n, 1) decode steps: space trials so that the extra stays
+  // within kTrialOverhead of the decode time between them.
+  const double extra = relative_cost(n_rows, 1) - 1.0;
+  const double interval = std::ceil(extra / kTrialOverhead);
+  return std::int32_t(std::clamp<double>(interval, kMinTrialInterval, kMaxTrialInterval));
+}
+
+void VerifyPolicy::begin_step(std::int32_t n_rows) {
+  ++n_steps_;
+  trial_step_ = n_steps_ - last_trial_ >= trial_interval(n_rows);
+  if (trial_step_) last_trial_ = n_steps_;
+}
+
+std::int32_t VerifyPolicy::draft_count(const AcceptanceEstimate& acceptance, std::int32_t k_max, std::int32_t n_rows) const {
   if (k_max <= 0) return 0;
   const double alpha = acceptance.rate();
   std::int32_t best = 0;
@@ -72,12 +87,7 @@ std::int32_t VerifyPolicy::draft_count(AcceptanceEstimate& acceptance, std::int3
       best = k;
     }
   }
-  if (best == 0 && ++acceptance.rounds_without_drafts >= kRetryRounds) {
-    acceptance.rounds_without_drafts = 0;
-    return 1;
-  }
-  if (best > 0) acceptance.rounds_without_drafts = 0;
-  return best;
+  return best == 0 && trial_step_ ? 1 : best;  // not drafting: one draft on trial steps
 }
 
 }  // namespace flare::engine

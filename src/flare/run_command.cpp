@@ -243,11 +243,13 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
 
   const model::ModelSpec spec = model::model_spec_parse(manifest.model_config_json(), "package model configuration");
   const RunSpeculation speculation = run_speculation(manifest, options.speculation, settings.speculative_graph_budget);
-  if (speculation.learned_drafts && on_gpu) {
-    fail_input("package {} carries a learned draft model, which runs on the CPU backend only so far", selected.path.string());
-  }
   const std::int64_t page_tokens = manifest.kv_page_tokens() ? manifest.kv_page_tokens() : 16;
   const model::ServingSettings serving = serving_settings(capacities, page_tokens, concurrency, speculation);
+  // A learned draft runs on the target's backend: its kernels are part of the run's catalog.
+  std::optional<model::ModelSpec> draft_spec;
+  if (speculation.learned_drafts) {
+    draft_spec = model::model_spec_parse(manifest.speculation().draft_model_config_json(), "package draft model configuration");
+  }
 
   // Target and GPUs: a CPU package runs on the CPU backend; an sm_NN package on a GPU of that
   // architecture, from its own kernels, which must hold the whole kernel catalog of this run on
@@ -257,7 +259,7 @@ int run_serve(const PackageCommandGlobals& globals, const RunOptions& options) {
   if (on_gpu) {
     std::optional<std::vector<int>> gpus;
     if (options.gpus) gpus = parse_gpu_list(*options.gpus);
-    gpu = std::make_unique<GpuRuntime>(*pkg, gpus, model::kernel_needs(spec, serving), config.kernel_cache(),
+    gpu = std::make_unique<GpuRuntime>(*pkg, gpus, model::kernel_needs(spec, serving, draft_spec ? &*draft_spec : nullptr), config.kernel_cache(),
                                        config.paths.cuda.value_or(std::filesystem::path("/usr/local/cuda")));
     gpu_free_before_load = gpu->memory().free_bytes;
   }

@@ -45,11 +45,11 @@ RunSpeculation run_speculation(const proto::Manifest& manifest, const Speculatio
   std::string sources = out.learned_drafts && out.history_drafts ? "history, then the draft model"
                         : out.learned_drafts                   ? "draft model " + prepared.draft_source()
                                                                : "history drafts";
-  const std::string policy = !out.adaptive_verification ? "fixed"
-                             : out.measured_steps.empty() ? "adaptive"
-                                                          : "adaptive, from step costs measured at export on " +
+  const std::string policy = !out.adaptive_verification ? "fixed verification"
+                             : out.measured_steps.empty() ? "adaptive verification"
+                                                          : "adaptive verification from step costs measured at export on " +
                                                                 prepared.steps_measured_on();
-  out.summary = fmt::format("{} {} draft tokens ({}; {} verification)", out.adaptive_verification ? "up to" : "exactly",
+  out.summary = fmt::format("{} {} draft tokens ({}; {})", out.adaptive_verification ? "up to" : "exactly",
                             out.max_draft_tokens, sources, policy);
   return out;
 }

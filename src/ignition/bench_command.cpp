@@ -23,6 +23,17 @@ bench::BenchOptions bench_options_from(const BenchCommandOptions& options) {
   if (options.contexts) o.contexts = bench::parse_positive_list(*options.contexts, "--contexts");
   if (options.kv_dtype) o.kv_dtypes = bench::parse_kv_dtypes(*options.kv_dtype);
   if (options.dependent_launch) o.backend.dependent_launch = bench::parse_dependent_launch(*options.dependent_launch);
+  if (options.seeds) o.seeds = bench::parse_seed_list(*options.seeds, "--seeds");
+  if (options.verify_width) o.verify_tokens = *options.verify_width;
+  if (options.warmup) o.warmup = *options.warmup;
+  if (options.repetitions) o.repetitions = *options.repetitions;
+  if (o.rounds) {
+    bench::apply_round_defaults(o, options.batches.has_value(), options.contexts.has_value(),
+                                options.verify_width.has_value(), options.warmup.has_value(),
+                                options.repetitions.has_value());
+  } else if (options.seeds) {
+    fail_usage("--seeds applies to --rounds");
+  }
   bench::bench_options_validate(o);
   return o;
 }
@@ -66,7 +77,7 @@ int run_bench(const BenchCommandOptions& options) {
 
 void add_bench_command(CLI::App& app) {
   auto options = std::make_shared<BenchCommandOptions>();
-  CLI::App* command = add_command(app, "bench", "Measure a model's prefill and decode steps on one GPU",
+  CLI::App* command = add_command(app, "bench", "Measure a model's prefill and decode steps, or complete speculative rounds, on one GPU",
                                   [options] { return run_bench(*options); });
   bench::BenchOptions& b = options->bench;
   command->add_option("MODEL", options->model,
@@ -80,8 +91,16 @@ void add_bench_command(CLI::App& app) {
   command->add_option("--attention-batch", b.attention_batch, "Decode attention alone: rows (default 32)");
   command->add_option("--attention-context", b.attention_context,
                       "Decode attention alone: cached tokens per row; 0 skips it (default 8192)");
-  command->add_option("--warmup", b.warmup, "Untimed runs before each measurement (default 3)");
-  command->add_option("--repetitions", b.repetitions, "Timed runs per measurement (default 10)");
+  command->add_option("--warmup", options->warmup, "Untimed runs before each measurement (default 3; rounds 5)");
+  command->add_option("--repetitions", options->repetitions, "Timed runs per measurement (default 10; rounds 20)");
+  command->add_flag("--rounds", b.rounds,
+                    "Complete speculative rounds instead of steps: per batch, context and seed, the verify graph "
+                    "of --verify-width tokens a row, every position sampled on the device, drafts accepted "
+                    "(defaults then: --batches 1,2,4 --contexts 512,2048,8192,16384)");
+  command->add_option("--verify-width", options->verify_width,
+                      "Rounds: tokens a row verifies, the pending token and its drafts, 2 to 8 (default 8); steps: "
+                      "also time a verify step of this width per bucket");
+  command->add_option("--seeds", options->seeds, "Rounds: distinct input and sampling seeds (default 0,1,2)");
   command->add_option("--seed", b.seed, "Seed of random weights, KV pages and tokens (default 1)");
   command->add_flag_function("--no-breakdown", [options](std::int64_t) { options->bench.breakdown = false; },
                     "Skip the per-operation table of a decode step");

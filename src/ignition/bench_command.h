@@ -21,6 +21,8 @@ struct BenchCommandOptions {
   std::optional<std::string> gpus;              // --gpus: one index
   std::optional<std::string> batches, contexts, kv_dtype;
   std::optional<std::string> dependent_launch;  // --dependent-launch
+  std::optional<std::string> seeds;             // --seeds (rounds)
+  std::optional<int> verify_width, warmup, repetitions;  // unset: the defaults of the run's kind
   std::optional<std::filesystem::path> config;  // --config
   bench::BenchOptions bench;                    // the rest, set directly by the flags
 };

@@ -208,17 +208,6 @@ int run_export(const ExportOptions& options) {
   const SpeculationSettings speculation = speculation_settings(options, recipe, file_settings);
   std::optional<PreparedDraft> draft = resolve_draft(options.draft_model, options.no_mtp, recipe, config,
                                                      assets_directory(), resolved.checkpoint_dir, spec);
-  if (draft && on_gpu) {
-    // A learned draft runs on the CPU backend only so far: an explicit one is an error, the recipe's
-    // default is left out (the GPU package keeps history drafts).
-    if (options.draft_model) {
-      fail_usage("--draft-model: a learned draft model is prepared for CPU packages only so far; export with --cpu, "
-                 "or without --draft-model for this GPU");
-    }
-    std::fprintf(stderr, "Speculation: the recipe's draft model %s is prepared for CPU packages only so far; this GPU "
-                 "package verifies history drafts (flare run --history-drafts)\n", draft->source.c_str());
-    draft.reset();
-  }
   // Draft pages share the target's page ids: a cached token holds both models' KV.
   // Sliding-window layers keep about a window of pages per request, in pools of their own.
   const std::vector<helios::HistorySpec> history = architecture.history(spec);
@@ -279,6 +268,7 @@ int run_export(const ExportOptions& options) {
       gpu_options.verify_token_capacity = speculation.token_capacity;
       gpu_options.verify_graph_budget = static_cast<std::int32_t>(file_settings.speculative_graph_budget.value_or(64));
     }
+    if (draft) gpu_options.draft = draft->spec;
     gpu = std::make_unique<GpuPreparation>(spec, gpu_options);
   }
   {
@@ -372,8 +362,9 @@ int run_export(const ExportOptions& options) {
       // Verify rounds are timed against decode steps here, so adaptive verification starts from
       // this GPU's costs rather than a guess.
       if (gpu->counts().n_verify_graphs > 0) step_times = gpu->time_steps();
-      phase.stage.ok(fmt::format("{} decode graphs, {} prefill-chunk graphs, {} verify graphs{}", gpu->counts().n_graphs,
+      phase.stage.ok(fmt::format("{} decode graphs, {} prefill-chunk graphs, {} verify graphs{}{}", gpu->counts().n_graphs,
                                  gpu->counts().n_prefill_graphs, gpu->counts().n_verify_graphs,
+                                 draft ? fmt::format(", {} draft-model decode graphs", gpu->counts().n_draft_graphs) : "",
                                  measured_steps_summary(step_times)));
     } else {
       phase.stage.ok("0 graphs (CPU)");

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct GpuPreparationOptions {
   std::int32_t max_verify_tokens = 0;
   std::int32_t verify_token_capacity = 0;
   std::int32_t verify_graph_budget = 0;
+  // A learned draft model prepared beside the target (its tensors under "draft/" in the lookup
+  // load_weights gets): its kernels join the catalog, its GEMM shapes are tuned, its forwards run
+  // and its decode graphs captured like the target's.
+  std::optional<model::ModelSpec> draft;
 };
 
 struct GpuPreparationCounts {
@@ -48,6 +53,7 @@ struct GpuPreparationCounts {
   std::int32_t n_graphs = 0;     // decode graphs captured
   std::int32_t n_prefill_graphs = 0;  // prefill-chunk graphs captured (with and without logits)
   std::int32_t n_verify_graphs = 0;   // verify-step graphs captured (speculative decoding)
+  std::int32_t n_draft_graphs = 0;    // the learned draft's decode graphs captured
 };
 
 // A captured step shape's time on this GPU (see GpuPreparation::time_steps).

@@ -16,9 +16,10 @@ void sort_unique(std::vector<T>& values) {
 
 }  // namespace
 
-helios::KernelNeeds kernel_needs(const ModelSpec& spec, const ServingSettings& serving) {
+helios::KernelNeeds kernel_needs(const ModelSpec& spec, const ServingSettings& serving, const ModelSpec* draft) {
   helios::KernelNeeds needs;
   architecture_of(spec).kernel_needs(spec, needs);
+  if (draft) architecture_of(*draft).kernel_needs(*draft, needs);  // adds to the same lists and flags
   sort_unique(needs.attention);
   needs.vocab_size = spec.vocab_size;
   needs.kv_dtypes = serving.kv_dtypes;

@@ -25,7 +25,10 @@ struct ServingSettings {
   std::int32_t verify_graph_budget = 0;
 };
 
-// Lists come out distinct and ascending, as the catalog keeps them.
-helios::KernelNeeds kernel_needs(const ModelSpec& spec, const ServingSettings& serving);
+// Lists come out distinct and ascending, as the catalog keeps them. `draft`: a learned draft model
+// served beside the target (speculative decoding) on the same backend; its attention shapes and
+// FP8 projections join the target's (it shares the target's vocabulary).
+helios::KernelNeeds kernel_needs(const ModelSpec& spec, const ServingSettings& serving,
+                                 const ModelSpec* draft = nullptr);
 
 }  // namespace flare::model

@@ -14,8 +14,10 @@ grep -qE "Select GPUs\. .*GPU 0" "$HOME/export.log" || fail "the export did not 
 grep -qE "Compile forwards.*[ (][1-9][0-9]* compiled" "$HOME/export.log" || fail "a first export compiled no kernels"
 entry=$(cat "$HOME/entry")
 echo "export took $(elapsed "$start") s; entry $entry"
-# The demo's GPU package verifies history drafts: its verify rounds are timed against decode steps
-# at export, recorded in the manifest and shown by inspect.
+# The demo's GPU package carries its trained draft model: its kernels, GEMM shapes and decode
+# graphs are prepared beside the target's. Verify rounds are timed against decode steps at export,
+# recorded in the manifest and shown by inspect.
+grep -qE "Capture graphs.* [1-9][0-9]* draft-model decode graphs" "$HOME/export.log" || fail "no draft-model graphs"
 grep -qE "Capture graphs.*a verify round of 1 row x [0-9]+ tokens costs [0-9.]+x a decode step" "$HOME/export.log" \
   || fail "the export did not time its verify rounds"
 "$BIN/flare" inspect "$entry" >"$HOME/inspect.txt" || fail "inspect"
@@ -32,6 +34,8 @@ grep -qE "Compile forwards.*[ (]0 compiled" "$HOME/export2.log" || { cat "$HOME/
 grep -qE "Tune kernels.* 0 GEMM shapes timed" "$HOME/export2.log" || { cat "$HOME/export2.log"; fail "the second export tuned again"; }
 
 serve_package "$entry"
+grep -q "with the draft model" "$HOME/run.log" || fail "flare run did not load the package's draft model"
+grep -qE "speculation up to [0-9]+ draft tokens \(draft model" "$HOME/run.log" || fail "flare run does not speculate with the draft"
 
 first=$(date +%s.%N)
 curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
@@ -44,6 +48,11 @@ curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: applicat
   -d '{"model": "demo", "messages": [{"role": "user", "content": "Write a function that adds two numbers."}], "max_tokens": 64}' \
   >"$HOME/chat.json" || fail "chat request"
 json 'd["choices"][0]["message"]["content"]' <"$HOME/chat.json"
+
+# Speculation is visible in the metrics: rounds verified, drafts accepted.
+curl -sf "http://127.0.0.1:$port/metrics" >"$HOME/metrics.txt" || fail "metrics"
+grep -E "^flare_spec_decode_(verify_rounds|accepted_tokens)_total" "$HOME/metrics.txt" || fail "no speculation metrics"
+awk '/^flare_spec_decode_verify_rounds_total/ {exit !($2 > 0)}' "$HOME/metrics.txt" || fail "no verify round ran"
 
 stop_server
 echo "gpu_export_run.sh: ok"

@@ -144,5 +144,88 @@ TEST(CudaSpeculative, DemoModelWithItsDraftAndWithHistoryDrafts) {
   }
 }
 
+// Batches of 16 and 64 requests whose drafts the target rejects (random prompts, sampled at
+// temperature 1, so the learned draft's proposals rarely match the draws): adaptive verification
+// falls back to ordinary decoding where drafts do not pay, so throughput stays near it (the issue's
+// goal: at least 0.97x). Prints the ratio and the verify rows per batch (a measurement, not a gate);
+// asserts every request finished with all its tokens and that drafts were tried.
+struct BatchOutcome {
+  double tokens_per_s = 0;
+  std::size_t n_tokens = 0;
+  SchedulerCounters counters;
+};
+
+BatchOutcome run_batch(Mode mode, std::int32_t batch, std::string* skip, bool* ran) {
+  BatchOutcome out;
+  auto backend = try_cuda_backend(skip);
+  *ran = backend != nullptr;
+  if (!backend) return out;
+  const auto dir = testing_support::demo_model_dir(FLARE_SOURCE_DIR);
+  EngineOptions options;
+  options.max_concurrency = batch;
+  options.prefill_chunk_tokens = 512;
+  options.page_size_tokens = 16;
+  options.n_pages = 4096;
+  options.context_limit = 2048;
+  options.max_draft_tokens = mode == Mode::plain ? 0 : 5;
+  options.learned_drafts = mode == Mode::learned;
+  auto runner = ModelStepRunner::load(std::move(backend), dir, options, helios::DType::bf16);
+  if (mode == Mode::learned) runner->attach_draft(model::Model::load(dir / "draft", runner->backend()));
+  runner->capture_graphs(decode_buckets(options.max_concurrency));
+  const std::int32_t vocab = runner->model().spec().vocab_size;
+  LocalEngine engine(options, std::move(runner));
+  auto submit_all = [&](std::uint64_t round) {
+    std::vector<std::shared_ptr<Sink>> sinks;
+    for (std::int32_t r = 0; r < batch; ++r) {
+      GenerationRequest request;
+      std::uint64_t x = 0x9e3779b97f4a7c15ull * (round * 1000 + std::uint64_t(r) + 1);
+      for (int i = 0; i < 64; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        request.prompt_token_ids.push_back(TokenId(x % std::uint64_t(vocab)));
+      }
+      request.max_tokens = 96;
+      request.ignore_eos = true;
+      request.sampling.temperature = 1.0f;
+      request.sampling.seed = round * 1000 + std::uint64_t(r);
+      sinks.push_back(std::make_shared<Sink>());
+      EXPECT_FALSE(engine.submit(request, sinks.back()).rejected);
+    }
+    std::size_t n = 0;
+    for (auto& sink : sinks) {
+      EXPECT_EQ(sink->done.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
+      EXPECT_EQ(sink->tokens.size(), 96u);
+      n += sink->tokens.size();
+    }
+    return n;
+  };
+  submit_all(0);  // warm-up: the policy's first measurements and first-use allocations
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint64_t round = 1; round <= 3; ++round) out.n_tokens += submit_all(round);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  engine.wait_idle();
+  out.counters = engine.counters();
+  out.tokens_per_s = double(out.n_tokens) / seconds;
+  return out;
+}
+
+TEST(CudaSpeculative, RejectedDraftsAtBatch16And64FallBackToOrdinaryDecoding) {
+  for (const std::int32_t batch : {16, 64}) {
+    std::string skip;
+    bool ran = false;
+    const BatchOutcome plain = run_batch(Mode::plain, batch, &skip, &ran);
+    if (!ran) GTEST_SKIP() << "no CUDA backend: " << skip;
+    const BatchOutcome learned = run_batch(Mode::learned, batch, &skip, &ran);
+    ASSERT_TRUE(ran);
+    const auto& c = learned.counters;
+    std::printf("[ demo, learned draft, batch %d, random prompts, temperature 1 ] %.0f tokens/s against %.0f "
+                "(%.3fx); %lld verify rows, %lld of %lld drafts accepted\n",
+                batch, learned.tokens_per_s, plain.tokens_per_s, learned.tokens_per_s / plain.tokens_per_s,
+                static_cast<long long>(c.n_verify_rows), static_cast<long long>(c.n_accepted_draft_tokens),
+                static_cast<long long>(c.n_draft_tokens));
+    EXPECT_EQ(learned.n_tokens, plain.n_tokens);
+    EXPECT_GT(c.n_draft_tokens, 0);  // drafts were tried (and rejected or accepted as the draws say)
+  }
+}
+
 }  // namespace
 }  // namespace flare::engine

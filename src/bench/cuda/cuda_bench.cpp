@@ -8,9 +8,11 @@
 #include "bench/cuda/device_fill.h"
 #include "bench/cuda/device_rates.h"
 #include "bench/cuda/random_weights.h"
+#include "bench/cuda/round_bench.h"
 #include "bench/cuda/step_bench.h"
 #include "bench/cuda/timing_backend.h"
 #include "bench/model_costs.h"
+#include "bench/round_report.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "helios/cuda/nvrtc.h"
@@ -82,6 +84,18 @@ BenchReport run_cuda_bench(const BenchModel& m, const BenchOptions& options, con
                  max_blocks);
   progress(report, "model ready");
 
+  if (options.rounds) {
+    report.step_runner = timing.supports_graphs() ? "CUDA graphs" : "eager";
+    measure_rounds(timing, *model, fill, options, m.page_size_tokens, report,
+                   [&](std::string_view what) { progress(report, what); });
+    for (const RoundCase& c : report.rounds) {
+      if (!c.failure.empty())
+        report.notes.push_back(fmt::format("rounds batch {} context {}: {}", c.batch, c.context, c.failure));
+    }
+    rounds_derive(report);
+    report.status = report.rounds_aggregate_ms > 0 ? "complete" : "incomplete";
+    return report;
+  }
   StepBench steps{timing, *model, fill, options, report.rates, m.page_size_tokens,
                   [&](const helios::Step& step, helios::HistoryCaches& cache) { model->forward_logits(step, cache); },
                   timing.supports_graphs()};

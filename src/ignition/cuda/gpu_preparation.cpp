@@ -14,6 +14,7 @@
 #include "helios/gemm_tuning.h"
 #include "model/kernel_needs.h"
 #include "model/model.h"
+#include "model/prepared_views.h"
 
 namespace flare::ignition {
 
@@ -26,6 +27,8 @@ struct GpuPreparation::State {
   std::unique_ptr<helios::cuda::CudaBackend> backend;
   std::unique_ptr<model::Model> model;
   helios::HistoryCaches cache;
+  std::unique_ptr<model::Model> draft;  // with options.draft; its cache has the target's page count
+  helios::HistoryCaches draft_cache;
   helios::ServingCatalog catalog;  // of the backend's platform and the model at these settings
   GpuPreparationCounts counts;
   std::size_t free_at_start = 0;
@@ -61,11 +64,16 @@ struct GpuPreparation::State {
   }
 
   // Runs the step and checks its logits: a broken kernel shows here, not in the first request.
+  // The draft model, where there is one, runs the same step over its own cache.
   void run(const Step& step) {
-    const std::vector<float> logits = model->forward(step, cache);
+    run_one(*model, cache, step, "");
+    if (draft) run_one(*draft, draft_cache, step, "the draft model's ");
+  }
+  void run_one(model::Model& m, helios::HistoryCaches& c, const Step& step, const char* whose) {
+    const std::vector<float> logits = m.forward(step, c);
     for (float v : logits)
       if (!std::isfinite(v))
-        fail(ExitCode::preparation, "the warm-up forward of {} tokens produced non-finite logits on {}",
+        fail(ExitCode::preparation, "{}warm-up forward of {} tokens produced non-finite logits on {}", whose,
              step.n_tokens(), backend->device().arch());
     ++counts.n_forwards;
   }
@@ -88,7 +96,8 @@ GpuPreparation::GpuPreparation(const model::ModelSpec& spec, const GpuPreparatio
   serving.max_verify_tokens = options.max_verify_tokens;
   serving.verify_token_capacity = options.verify_token_capacity;
   serving.verify_graph_budget = options.verify_graph_budget;
-  s.catalog = helios::cuda::kernel_catalog(s.backend->platform(), model::kernel_needs(spec, serving));
+  s.catalog = helios::cuda::kernel_catalog(s.backend->platform(),
+                                           model::kernel_needs(spec, serving, options.draft ? &*options.draft : nullptr));
   std::size_t total = 0;
   helios::cuda::check(helios::cuda::driver().mem_get_info(&s.free_at_start, &total), "cuMemGetInfo");
 }
@@ -118,6 +127,14 @@ void GpuPreparation::load_weights(const model::PreparedLookup& lookup) {
   s.cache = helios::history_allocate(*s.backend, s.model->kv_cache_layout(n_pages, page));
   s.model->reserve(s.options.prefill_chunk_tokens + std::int32_t(max_bucket), std::int32_t(max_bucket) + 1,
                    std::int32_t(max_bucket) + 1);
+  if (s.options.draft) {
+    model::LoadedWeights draft_weights =
+        model::weights_from_prepared(*s.options.draft, model::prefixed_lookup(lookup, "draft/"), *s.backend);
+    s.draft = std::make_unique<model::Model>(*s.options.draft, *s.backend, std::move(draft_weights));
+    s.draft_cache = helios::history_allocate(*s.backend, s.draft->kv_cache_layout(n_pages, page));
+    s.draft->reserve(s.options.prefill_chunk_tokens + std::int32_t(max_bucket), std::int32_t(max_bucket) + 1,
+                     std::int32_t(max_bucket) + 1);
+  }
 }
 
 void GpuPreparation::tune_gemms() {
@@ -197,6 +214,13 @@ void GpuPreparation::capture_graphs() {
   for (const helios::StepShape& shape : s.catalog.graphs) {
     if (shape.kv_dtype != s.cache.groups.front().layout.dtype) continue;
     if (!s.model->capture_graph(shape, s.cache, {scratch_page})) break;  // the backend has no graphs
+  }
+  // The draft's one-token forwards replay decode graphs of the same buckets (ModelStepRunner).
+  if (s.draft) {
+    for (auto it = s.options.buckets.rbegin(); it != s.options.buckets.rend(); ++it) {
+      if (!s.draft->capture_decode_graph(std::int32_t(*it), s.draft_cache, {scratch_page})) break;
+    }
+    s.counts.n_draft_graphs = s.draft->n_decode_graphs();
   }
   s.counts.n_graphs = s.model->n_decode_graphs();
   s.counts.n_prefill_graphs = s.model->n_prefill_graphs();

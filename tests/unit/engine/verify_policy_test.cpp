@@ -21,8 +21,39 @@ TEST(VerifyPolicy, RejectedDraftsFallBackToOrdinaryDecodingAndRetry) {
   for (int i = 0; i < 30; ++i) acceptance.record(4, 0);
   EXPECT_LT(acceptance.rate(), 0.1);
   int n_tried = 0;
-  for (int round = 0; round < 32; ++round) n_tried += policy.draft_count(acceptance, 5, 4) > 0;
-  EXPECT_EQ(n_tried, 4);  // one draft every 8 rounds
+  for (int round = 0; round < 32; ++round) {
+    policy.begin_step(4);
+    n_tried += policy.draft_count(acceptance, 5, 4) > 0;
+  }
+  EXPECT_EQ(n_tried, 4);  // one draft every 8 steps while a verify step is assumed cheap
+}
+
+// Trial steps are shared by every row of the batch and spaced by what a verify step costs: where
+// one verify row makes the step 5x a decode step (an eager mixed step and the draft model over the
+// batch), trials come once in 200 steps, so useless drafts cost about 2%.
+TEST(VerifyPolicy, TrialStepsAreRareWhereVerifyStepsAreDear) {
+  VerifyPolicy policy;
+  for (int i = 0; i < 10; ++i) {
+    policy.record_step(16, 1, 0.3);
+    policy.record_step(16, 2, 1.5);
+  }
+  EXPECT_EQ(policy.trial_interval(16), 200);
+  EXPECT_EQ(policy.trial_interval(1), 8);  // nothing measured at batch 1: the floor
+  std::vector<AcceptanceEstimate> rows(16);
+  for (auto& a : rows) {
+    for (int i = 0; i < 30; ++i) a.record(4, 0);
+  }
+  int n_trial_steps = 0, n_trial_rows = 0;
+  for (int step = 0; step < 1000; ++step) {
+    policy.begin_step(16);
+    int drafting = 0;
+    for (const auto& a : rows) drafting += policy.draft_count(a, 5, 16) > 0;
+    EXPECT_TRUE(drafting == 0 || drafting == 16) << "rows try together, on one step";
+    n_trial_steps += drafting > 0;
+    n_trial_rows += drafting;
+  }
+  EXPECT_EQ(n_trial_steps, 5);
+  EXPECT_EQ(n_trial_rows, 5 * 16);
 }
 
 TEST(VerifyPolicy, MeasuredCostsDecide) {
@@ -31,8 +62,8 @@ TEST(VerifyPolicy, MeasuredCostsDecide) {
   // Cheap draft tokens (a memory-bound GPU step): 10 ms for 8 rows, +0.1 ms a token.
   VerifyPolicy memory_bound;
   for (int i = 0; i < 10; ++i) {
-    memory_bound.record_step(8, 8, 10.0);
-    memory_bound.record_step(8, 40, 13.2);  // 5 tokens a row
+    memory_bound.record_step(8, 1, 10.0);
+    memory_bound.record_step(8, 5, 13.2);  // 5 tokens a row
   }
   EXPECT_NEAR(memory_bound.relative_cost(8, 4), 1.32, 1e-6);
   EXPECT_GE(memory_bound.relative_cost(8, 6), 1.32 - 1e-9);  // unmeasured, no cheaper than a narrower one
@@ -40,7 +71,7 @@ TEST(VerifyPolicy, MeasuredCostsDecide) {
   // Expensive ones (a compute-bound step): a draft token costs as much as a decode row.
   VerifyPolicy compute_bound;
   for (int i = 0; i < 10; ++i) {
-    for (int w = 1; w <= 8; ++w) compute_bound.record_step(8, 8 * w, 8.0 * w);
+    for (int w = 1; w <= 8; ++w) compute_bound.record_step(8, w, 8.0 * w);
   }
   EXPECT_NEAR(compute_bound.relative_cost(8, 4), 5.0, 1e-6);
   EXPECT_EQ(compute_bound.draft_count(acceptance, 7, 8), 0);

@@ -45,7 +45,7 @@ TEST(RunSpeculation, MeasuredStepCostsReachTheEngine) {
   EXPECT_DOUBLE_EQ(run.measured_steps[1].milliseconds, 4.9);
   EXPECT_GT(run.measured_steps[2].rows, 0);
   EXPECT_GT(run.measured_steps[2].tokens_per_row, 0);
-  EXPECT_NE(run.summary.find("measured at export on NVIDIA H200"), std::string::npos) << run.summary;
+  EXPECT_NE(run.summary.find("adaptive verification from step costs measured at export on NVIDIA H200)"), std::string::npos) << run.summary;
 
   engine::EngineOptions options;
   apply_speculation(run, options);

@@ -61,6 +61,59 @@ TEST_F(BenchCommandTest, FlagsBecomeOptions) {
   EXPECT_TRUE(defaults.backend.stream_gemm);
 }
 
+// --rounds is the spec's GPU graph latency benchmark: its defaults apply to what is unset, and its
+// flags are checked (width 2 to 8, contexts in multiples of 128, distinct seeds, --seeds only there).
+TEST_F(BenchCommandTest, RoundsTakeTheSpecsDefaultsAndCheckTheirFlags) {
+  BenchCommandOptions rounds;
+  rounds.bench.rounds = true;
+  const bench::BenchOptions d = bench_options_from(rounds);
+  EXPECT_EQ(d.batches, (std::vector<std::int32_t>{1, 2, 4}));
+  EXPECT_EQ(d.contexts, (std::vector<std::int32_t>{512, 2048, 8192, 16384}));
+  EXPECT_EQ(d.verify_tokens, 8);
+  EXPECT_EQ(d.warmup, 5);
+  EXPECT_EQ(d.repetitions, 20);
+  EXPECT_EQ(d.seeds, (std::vector<std::uint64_t>{0, 1, 2}));
+
+  rounds.batches = "1,4";
+  rounds.contexts = "2048,8192";
+  rounds.warmup = 2;
+  rounds.repetitions = 7;
+  rounds.seeds = "3,7,11";
+  rounds.verify_width = 4;
+  const bench::BenchOptions set = bench_options_from(rounds);
+  EXPECT_EQ(set.batches, (std::vector<std::int32_t>{1, 4}));
+  EXPECT_EQ(set.contexts, (std::vector<std::int32_t>{2048, 8192}));
+  EXPECT_EQ(set.warmup, 2);
+  EXPECT_EQ(set.repetitions, 7);
+  EXPECT_EQ(set.seeds, (std::vector<std::uint64_t>{3, 7, 11}));
+  EXPECT_EQ(set.verify_tokens, 4);
+
+  const auto usage_error = [](BenchCommandOptions o, const std::string& needle) {
+    try {
+      bench_options_from(o);
+      ADD_FAILURE() << "accepted; expected an error naming " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::usage);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  BenchCommandOptions wide = rounds;
+  wide.verify_width = 9;
+  usage_error(wide, "--verify-width");
+  BenchCommandOptions odd_context = rounds;
+  odd_context.contexts = "1000";
+  usage_error(odd_context, "multiple of 128");
+  BenchCommandOptions twice = rounds;
+  twice.seeds = "1,1";
+  usage_error(twice, "--seeds");
+  BenchCommandOptions not_a_seed = rounds;
+  not_a_seed.seeds = "1,-2";
+  usage_error(not_a_seed, "--seeds");
+  BenchCommandOptions steps;
+  steps.seeds = "1";
+  usage_error(steps, "--rounds");
+}
+
 TEST_F(BenchCommandTest, BadFlagsAreUsageErrors) {
   BenchCommandOptions two_gpus;
   two_gpus.gpus = "0-1";

@@ -1,6 +1,7 @@
 // model::kernel_needs: each architecture's part of the kernel catalog from its spec (one attention
 // shape for full and sliding layers alike, FP8 projections for FP8 checkpoints) and the serving
 // settings' part, kept distinct and ascending.
+#include <algorithm>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -61,6 +62,29 @@ TEST(KernelNeeds, Fp8CheckpointsHaveFp8Projections) {
   const helios::KernelNeeds needs = kernel_needs(model_spec_parse(config.dump()), serving());
   EXPECT_TRUE(needs.fp8_linears);
   EXPECT_EQ(needs.attention, (std::vector<AttentionNeeds>{{4, 2, 64, 32}}));
+}
+
+// A learned draft served beside its target adds its own attention shape (and its FP8 projections);
+// a draft of the target's shape adds nothing new.
+TEST(KernelNeeds, ADraftModelsShapesJoinTheTargets) {
+  const ModelSpec target = model_spec_load(test_model("qwen3-gqa2-hd128-tied"));
+  nlohmann::json config = nlohmann::json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 1000, "hidden_size": 256,
+    "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "hidden_act": "silu"})");
+  config["vocab_size"] = target.vocab_size;
+  config["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}};
+  const ModelSpec draft = model_spec_parse(config.dump());
+  const helios::KernelNeeds alone = kernel_needs(target, serving());
+  const helios::KernelNeeds both = kernel_needs(target, serving(), &draft);
+  EXPECT_FALSE(alone.fp8_linears);
+  EXPECT_TRUE(both.fp8_linears);
+  std::vector<AttentionNeeds> expected = alone.attention;
+  expected.push_back({4, 2, 64, 32});
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(both.attention, expected);
+  EXPECT_EQ(kernel_needs(target, serving(), &target).attention, alone.attention);
+  EXPECT_EQ(both.decode_buckets, alone.decode_buckets);
 }
 
 }  // namespace
