@@ -38,6 +38,9 @@ void engine_options_validate(const EngineOptions& options) {
   if (options.prefix_checkpoints_per_slot < 0) {
     fail_usage("prefix checkpoints per slot must be >= 0, got {}", options.prefix_checkpoints_per_slot);
   }
+  if (options.prefix_snapshots_per_slot < 0) {
+    fail_usage("prefix snapshots per slot must be >= 0, got {}", options.prefix_snapshots_per_slot);
+  }
   if (options.max_draft_tokens < 0 || options.max_draft_tokens > k_max_draft_tokens) {
     fail_usage("--mtp-draft-tokens must be within 0..{}, got {}", k_max_draft_tokens, options.max_draft_tokens);
   }

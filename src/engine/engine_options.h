@@ -46,6 +46,9 @@ struct EngineOptions {
   std::int32_t context_limit = 8192;         // prompt + generated tokens per choice
   std::int32_t max_waiting = 1024;           // queued requests; beyond: rejected, retry later
   std::int32_t prefix_checkpoints_per_slot = 8;  // prefix-cache checkpoints per concurrency slot
+  // Of them, checkpoints that may end mid-page (each holds one partly filled snapshot page): spec
+  // 3.3's "up to eight snapshot slots per concurrent request".
+  std::int32_t prefix_snapshots_per_slot = 8;
   SchedulerPolicy scheduler_policy = SchedulerPolicy::balanced;
   // Terminal retirement (spec 3.2): a row whose next token certainly finishes its choice is worth
   // terminal_value prompt-token units plus terminal_age_price * (ms since that was observed)^2;

@@ -31,7 +31,8 @@ helios::HistoryPools history_pools(const EngineOptions& options) {
 
 Scheduler::Scheduler(const EngineOptions& options) : options_(validated(options)), pools_(history_pools(options)) {
   prefix_cache_ = std::make_unique<PrefixCache>(pools_, options.page_size_tokens,
-                                                options.max_concurrency * options.prefix_checkpoints_per_slot);
+                                                options.max_concurrency * options.prefix_checkpoints_per_slot,
+                                                options.max_concurrency * options.prefix_snapshots_per_slot);
   for (const MeasuredStepCost& cost : options.measured_step_costs)
     verify_policy_.record_step(cost.rows, cost.tokens_per_row, cost.milliseconds);
 }
@@ -175,14 +176,20 @@ bool Scheduler::allocate(Request& r, Choice& c, std::int32_t& n_tokens, std::vec
     if (short_group < 0) return true;
     helios::PagePool& pool = pools_.pool(short_group);
     const helios::SequencePages& pages = c.pages.group(short_group);
+    // A checkpoint's snapshot of this choice's partly filled last page would make the choice copy
+    // that page; with no page free, the snapshot is dropped instead (spec 3.3: snapshots are
+    // skipped where nothing is free).
+    auto shared_tail = [&] {
+      return pages.n_tokens() % page != 0 && pages.pages().back() != helios::SequencePages::k_released &&
+             pool.ref_count(pages.pages().back()) > 1;
+    };
+    if (shared_tail() && prefix_cache_->release_snapshots_of(short_group, pages.pages().back())) continue;
     if (prefix_cache_->evict_until_free(pages.pages_to_append(n_tokens), short_group)) continue;
     // A prefill chunk shrinks to what the free pages hold before anyone is preempted.
     const std::int32_t have = pages.n_tokens();
     const auto n_pages_now = std::int32_t(pages.pages().size());
-    const bool shared_tail = have % page != 0 && pages.pages().back() != helios::SequencePages::k_released &&
-                             pool.ref_count(pages.pages().back()) > 1;
     std::int32_t n_fit = pool.n_free() * page;
-    if (shared_tail) n_fit -= have % page;
+    if (shared_tail()) n_fit -= have % page;
     else n_fit += n_pages_now * page - have;
     if (n_fit >= 1 && n_fit < n_tokens) {
       n_tokens = n_fit;

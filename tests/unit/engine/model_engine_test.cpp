@@ -64,7 +64,8 @@ EngineOptions fixture_options() {
 }
 
 // Two rounds of four prompts (one with n = 2): greedy tokens as transformers', and the second
-// round's prompts from the prefix cache.
+// round's prompts from the prefix cache, all but their last token (the hits end mid-page: the
+// request copies the checkpoint's partial page before writing into it).
 void expect_rounds_match_transformers(const std::filesystem::path& dir, const EngineOptions& options) {
   const auto ref = package::SafetensorsFile::open(dir / "reference.safetensors");
   auto runner = ModelStepRunner::load(std::make_unique<helios::cpu::CpuBackend>(2), dir, options, helios::DType::f32);
@@ -92,15 +93,77 @@ void expect_rounds_match_transformers(const std::filesystem::path& dir, const En
       const auto n_prompt = std::int32_t(values<std::int32_t>(*ref, "prompt." + std::to_string(i)).size());
       const auto cached = sinks[std::size_t(i)]->usage.n_cached_prompt_tokens;
       if (round == 0) EXPECT_EQ(cached, 0);
-      else EXPECT_EQ(cached, (n_prompt - 1) / 4 * 4) << "prompt " << i;
+      else EXPECT_EQ(cached, n_prompt - 1) << "prompt " << i;  // a partial page's hit: 7, 13 and 21 tokens are no whole pages
     }
   }
   engine.wait_idle();
   EXPECT_GT(engine.stats().n_prefix_hit_tokens, 0);
 }
 
+// Hits at every offset within a page: each engine first serves every prompt cut after
+// 4 + offset tokens (one token generated), whose checkpoints end there; the whole prompts then hit
+// exactly there (copying the partial page before writing into it) and still generate
+// transformers' greedy tokens, with n = 2 forking after the hit. small_pool: a pool too small for
+// the whole prompts' five sequences at once, so they wait, evict checkpoints or preempt.
+void expect_partial_hits_match_transformers(const std::filesystem::path& dir, const EngineOptions& options) {
+  const auto ref = package::SafetensorsFile::open(dir / "reference.safetensors");
+  for (std::int32_t offset = 0; offset < options.page_size_tokens; ++offset) {
+    auto runner = ModelStepRunner::load(std::make_unique<helios::cpu::CpuBackend>(2), dir, options, helios::DType::f32);
+    LocalEngine engine(options, std::move(runner));
+    std::vector<std::int32_t> cuts;
+    for (int i = 0; i < 4; ++i) {
+      const auto prompt = values<std::int32_t>(*ref, "prompt." + std::to_string(i));
+      cuts.push_back(std::min(options.page_size_tokens + offset, std::int32_t(prompt.size()) - 1));
+      if (cuts.back() < options.page_size_tokens) {  // a one-token prompt: no checkpoint, no hit
+        cuts.back() = 0;
+        continue;
+      }
+      GenerationRequest request;
+      request.prompt_token_ids.assign(prompt.begin(), prompt.begin() + cuts.back());
+      request.max_tokens = 1;
+      request.sampling.temperature = 0.0f;
+      auto sink = std::make_shared<Sink>();
+      ASSERT_FALSE(engine.submit(request, sink).rejected);
+      ASSERT_EQ(sink->done.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
+    }
+    std::vector<std::shared_ptr<Sink>> sinks;
+    for (int i = 0; i < 4; ++i) {
+      GenerationRequest request;
+      request.prompt_token_ids = values<std::int32_t>(*ref, "prompt." + std::to_string(i));
+      request.max_tokens = 32;
+      request.sampling.temperature = 0.0f;
+      request.n = i == 1 ? 2 : 1;
+      sinks.push_back(std::make_shared<Sink>());
+      ASSERT_FALSE(engine.submit(request, sinks.back()).rejected);
+    }
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_EQ(sinks[std::size_t(i)]->done.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
+      const auto want = values<std::int32_t>(*ref, "greedy." + std::to_string(i));
+      const auto margin = values<float>(*ref, "margin." + std::to_string(i));
+      for (auto& [choice, tokens] : sinks[std::size_t(i)]->tokens) {
+        expect_same_until_tie(tokens, want, margin,
+                              "offset " + std::to_string(offset) + " prompt " + std::to_string(i) + " choice " +
+                                  std::to_string(choice));
+      }
+      // Preemption may recompute a prompt, but usage reports the first admission's hit.
+      EXPECT_EQ(sinks[std::size_t(i)]->usage.n_cached_prompt_tokens, cuts[std::size_t(i)]) << "prompt " << i;
+    }
+    engine.wait_idle();
+  }
+}
+
+EngineOptions small_pool(EngineOptions options) {
+  options.n_pages = 40;  // the five sequences of the whole prompts want up to 70 pages of 4 tokens
+  return options;
+}
+
 TEST_P(ModelEngine, GreedyMatchesTransformersThroughBatchingChunksForksAndCache) {
   expect_rounds_match_transformers(fixture(GetParam()), fixture_options());
+}
+
+TEST_P(ModelEngine, GreedyMatchesTransformersAfterHitsAtEveryOffsetWithinAPage) {
+  expect_partial_hits_match_transformers(fixture(GetParam()), fixture_options());
+  expect_partial_hits_match_transformers(fixture(GetParam()), small_pool(fixture_options()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelEngine,
@@ -112,11 +175,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelEngine,
 // 53 tokens hold 70 pages of 4 tokens; the window pools hold 6 per concurrency slot).
 class WindowedModelEngine : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(WindowedModelEngine, GreedyMatchesTransformersWithWindowPoolsGivingPagesBack) {
-  const auto dir = fixture(GetParam());
+EngineOptions windowed_options(const std::filesystem::path& dir, EngineOptions options) {
   const model::ModelSpec spec = model::model_spec_load(dir);
   const auto groups = helios::history_groups(model::architecture_of(spec).history(spec));
-  EngineOptions options = fixture_options();
   bool windowed = false;
   for (const helios::HistoryGroup& group : groups) {
     const std::int32_t window_pages =
@@ -125,8 +186,19 @@ TEST_P(WindowedModelEngine, GreedyMatchesTransformersWithWindowPoolsGivingPagesB
     options.kv_groups.push_back({own_pool ? options.max_concurrency * window_pages : options.n_pages, group.window()});
     windowed = windowed || group.window() > 0;
   }
-  ASSERT_TRUE(windowed) << GetParam() << " has no sliding layer";
-  expect_rounds_match_transformers(dir, options);
+  EXPECT_TRUE(windowed) << dir << " has no sliding layer";
+  return options;
+}
+
+TEST_P(WindowedModelEngine, GreedyMatchesTransformersWithWindowPoolsGivingPagesBack) {
+  const auto dir = fixture(GetParam());
+  expect_rounds_match_transformers(dir, windowed_options(dir, fixture_options()));
+}
+
+TEST_P(WindowedModelEngine, GreedyMatchesTransformersAfterHitsAtEveryOffsetWithinAPage) {
+  const auto dir = fixture(GetParam());
+  expect_partial_hits_match_transformers(dir, windowed_options(dir, fixture_options()));
+  expect_partial_hits_match_transformers(dir, windowed_options(dir, small_pool(fixture_options())));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, WindowedModelEngine,

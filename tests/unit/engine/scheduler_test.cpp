@@ -235,10 +235,11 @@ TEST(Scheduler, PrefixCacheReusesPromptAndAnswerPages) {
   const auto a = h.add(first);
   h.run_all();
   EXPECT_EQ(h.last_usage[a].n_cached_prompt_tokens, 0);
-  // Same prompt: 16 of 18 tokens come from whole cached pages (the last token is recomputed).
+  // Same prompt: 17 of 18 tokens come from the cache, its partial last page included (the last
+  // token is recomputed for its logits).
   const auto b = h.add(first);
   h.run_all();
-  EXPECT_EQ(h.last_usage[b].n_cached_prompt_tokens, 16);
+  EXPECT_EQ(h.last_usage[b].n_cached_prompt_tokens, 17);
   EXPECT_EQ(h.tokens[b][0], h.tokens[a][0]);
   // A next turn: prompt + answer + more, reusing the answer checkpoint.
   auto turn = first.prompt_token_ids;
@@ -247,9 +248,9 @@ TEST(Scheduler, PrefixCacheReusesPromptAndAnswerPages) {
   auto second = make_request(turn, 6);
   const auto c = h.add(second);
   h.run_all();
-  EXPECT_EQ(h.last_usage[c].n_cached_prompt_tokens, 20);  // 18 + 6 - 1 computed, whole pages: 20
+  EXPECT_EQ(h.last_usage[c].n_cached_prompt_tokens, 23);  // 18 + 6 - 1 computed
   EXPECT_EQ(h.tokens[c][0], reference_tokens(h.model, turn, params_of(second, 7), 0, 6));
-  EXPECT_EQ(h.scheduler.counters().n_prefix_hit_tokens, 36);
+  EXPECT_EQ(h.scheduler.counters().n_prefix_hit_tokens, 40);
   EXPECT_EQ(h.scheduler.counters().n_prefix_queried_tokens, 18 + 18 + 29);
   h.expect_pages_returned();
 }

@@ -36,7 +36,8 @@ std::map<RequestHandle, std::vector<TokenId>> run_checked(const EngineOptions& o
                                                           const std::vector<GenerationRequest>& requests,
                                                           std::int32_t* max_window_pages_used,
                                                           std::int32_t* max_rows = nullptr,
-                                                          std::int64_t* n_preemptions = nullptr) {
+                                                          std::int64_t* n_preemptions = nullptr,
+                                                          std::int64_t* n_hit_tokens = nullptr) {
   Scheduler scheduler(o);
   FakeModel model(o.n_pages, o.page_size_tokens, kVocab);
   const std::int32_t page = o.page_size_tokens;
@@ -100,6 +101,7 @@ std::map<RequestHandle, std::vector<TokenId>> run_checked(const EngineOptions& o
   }
   EXPECT_FALSE(scheduler.has_work());
   if (n_preemptions) *n_preemptions = scheduler.counters().n_preemptions;
+  if (n_hit_tokens) *n_hit_tokens = scheduler.counters().n_prefix_hit_tokens;
   // Every page still held belongs to the prefix cache, in both groups.
   EXPECT_EQ(scheduler.pools().pool(0).n_used(), scheduler.prefix_cache().n_pages_exclusive(0));
   EXPECT_EQ(scheduler.pools().pool(1).n_used(), scheduler.prefix_cache().n_pages_exclusive(1));
@@ -164,6 +166,44 @@ TEST(SchedulerWindows, ThePoolFlareRunSizesServesEverySlotWithoutPreemption) {
   EXPECT_EQ(n_preemptions, 0);
   EXPECT_EQ(max_rows, o.max_concurrency);
   EXPECT_LE(max_used, pages);
+}
+
+// Conversations whose turns hit the previous turn's checkpoint at every offset within a page,
+// with a window pool: each turn's tokens as without windows or hits, and each turn but the first
+// of a conversation reuses all of the previous one (the answer checkpoint holds its end's window).
+TEST(SchedulerWindows, LaterTurnsHitPartialPagesWithTheSameTokens) {
+  EngineOptions plain = small_options();
+  plain.max_concurrency = 1;  // turns run in order, each after the one it repeats
+  const std::int32_t per_slot = helios::history_window_pages(kWindow, plain.prefill_chunk_tokens, plain.page_size_tokens);
+  EngineOptions windowed = plain;
+  windowed.kv_groups = {{plain.n_pages, 0}, {2 * per_slot, kWindow}};
+  // The turns' prompts from a reference run without a cache.
+  EngineOptions uncached = plain;
+  uncached.prefix_checkpoints_per_slot = 0;
+  Harness reference(uncached);
+  std::vector<GenerationRequest> requests;
+  std::int64_t n_expected_hits = 0;
+  for (std::int32_t n_prompt = 9; n_prompt < 13; ++n_prompt) {
+    std::vector<TokenId> prompt = iota_prompt(n_prompt, n_prompt);
+    for (int turn = 0; turn < 3; ++turn) {
+      const GenerationRequest r = make_request(prompt, 5 + turn);
+      const RequestHandle handle = reference.add(r);
+      reference.run_all();
+      requests.push_back(r);
+      if (turn > 0) n_expected_hits += std::int64_t(prompt.size()) - 3;  // all but the new user turn and the last answer token
+      prompt.insert(prompt.end(), reference.tokens[handle][0].begin(), reference.tokens[handle][0].end());
+      for (TokenId t : iota_prompt(2, 50 + turn)) prompt.push_back(t);
+    }
+  }
+  std::int32_t max_used = 0;
+  std::int64_t n_hits = 0;
+  const auto got = run_checked(windowed, requests, &max_used, nullptr, nullptr, &n_hits);
+  ASSERT_EQ(got.size(), requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got.at(RequestHandle(i + 1)), reference.tokens[RequestHandle(i + 1)][0]) << "request " << i;
+  }
+  EXPECT_EQ(n_hits, n_expected_hits);
+  EXPECT_LE(max_used, 2 * per_slot);
 }
 
 }  // namespace
