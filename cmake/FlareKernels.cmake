@@ -1,7 +1,9 @@
-# Embeds the CUDA kernel sources (src/helios/kernels/*.cu) into flare_helios as strings, so the
-# programs compile their kernels with NVRTC without a source tree. CUDA builds only.
+# Embeds the CUDA kernel sources (src/helios/kernels/*.cu, and the *.cuh headers they include)
+# into flare_helios as strings, so the programs compile their kernels with NVRTC without a source
+# tree. CUDA builds only.
 if(FLARE_HAVE_CUDA)
-  file(GLOB FLARE_KERNEL_FILES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/helios/kernels/*.cu)
+  file(GLOB FLARE_KERNEL_FILES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/helios/kernels/*.cu
+       ${PROJECT_SOURCE_DIR}/src/helios/kernels/*.cuh)
   set(FLARE_KERNELS_CPP ${PROJECT_BINARY_DIR}/generated/helios/embedded_kernels.cpp)
   string(REPLACE ";" "|" FLARE_KERNEL_FILES_ARG "${FLARE_KERNEL_FILES}")
   add_custom_command(OUTPUT ${FLARE_KERNELS_CPP}

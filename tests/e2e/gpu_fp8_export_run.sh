@@ -11,42 +11,13 @@ set -euo pipefail
 source "$(dirname "$0")/lib/gpu_serve.bash"
 gpu_e2e_init gpu_fp8_export_run.sh
 
-checkpoint=${FLARE_FP8_CHECKPOINT:-build-gpu-carry/fp8-qwen3}
-if [[ ! -f $checkpoint/config.json ]]; then
-  if ! command -v node >/dev/null; then
-    echo "gpu_fp8_export_run.sh: no FP8 checkpoint at $checkpoint and no node to write one; skipped"
-    exit 77
-  fi
-  checkpoint=$HOME/fp8-qwen3
-  node tests/e2e/lib/fp8_checkpoint.mjs tests/data/models/qwen3-gqa2-hd128-tied "$checkpoint" "$HOME/bf16" ct-channel
-  cp assets/demo-model/tokenizer.json assets/demo-model/tokenizer_config.json "$checkpoint/"
-fi
-
-"$BIN/ignition" export "$checkpoint" --gpus 0 >"$HOME/entry" 2>"$HOME/export.log" || { cat "$HOME/export.log"; fail "export"; }
-cat "$HOME/export.log"
-entry=$(cat "$HOME/entry")
-"$BIN/flare" inspect "$entry" --all --json >"$HOME/inspect.json" || fail "inspect"
+fp8_checkpoint "${FLARE_FP8_CHECKPOINT:-build-gpu-carry/fp8-qwen3}" qwen3-gqa2-hd128-tied ct-channel
+export_and_inspect "$checkpoint"
 grep -q '"F8_E4M3"' "$HOME/inspect.json" || fail "the GPU package holds no F8_E4M3 tensor"
 grep -q '"layers.0.qkv.scales"' "$HOME/inspect.json" || fail "the GPU package has no qkv scales"
 grep -q 'fp8_linear' "$HOME/inspect.json" || fail "the GPU package carries no FP8 GEMM kernels"
 
 serve_package "$entry"
-
-model=$(curl -sf "http://127.0.0.1:$port/v1/models" | json 'd["data"][0]["id"]') || fail "models request"
-complete() {
-  curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
-    -d "{\"model\": \"$model\", \"prompt\": [$1], \"max_tokens\": 24, \"temperature\": 0}"
-}
-first=$(complete "5, 17, 42, 99, 3, 250, 7") || fail "completion request"
-echo "$first" | json 'd["choices"][0]["text"]'
-[[ $(echo "$first" | json 'd["usage"]["completion_tokens"]') -ge 1 ]] || fail "no tokens generated"
-batch=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
-  -d "{\"model\": \"$model\", \"prompt\": [[5, 17, 42, 99, 3, 250, 7], [1, 2, 3]], \"max_tokens\": 24, \"temperature\": 0}") ||
-  fail "batched completion request"
-again=$(complete "5, 17, 42, 99, 3, 250, 7") || fail "second completion request"
-[[ $(echo "$first" | json 'd["choices"][0]["text"]') == $(echo "$again" | json 'd["choices"][0]["text"]') ]] ||
-  fail "the same greedy request answered differently"
-echo "$batch" | json '[c["text"] for c in d["choices"]]'
-
+greedy_completions_agree
 stop_server
 echo "gpu_fp8_export_run.sh: ok"

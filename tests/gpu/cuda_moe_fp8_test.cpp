@@ -24,18 +24,12 @@
 
 #include "gpu_support.h"
 #include "helios/cpu/cpu_backend.h"
+#include "moe_test_support.h"
 
 namespace flare::helios {
 namespace {
 
 using namespace gpu_testing;
-
-// One layer's FP8 experts on both backends, with optional biases.
-struct Experts {
-  std::int64_t n_experts = 0, inter = 0, hidden = 0;
-  std::vector<std::unique_ptr<Buffer>> buffers;  // cpu and gpu memory behind the tensors
-  MoeExperts cpu, gpu;
-};
 
 struct Options {
   std::int32_t block_rows = 128, block_cols = 128;
@@ -43,39 +37,19 @@ struct Options {
   GatedActivation activation = GatedActivation::silu;
 };
 
-class CudaMoeFp8 : public BackendVersusCpuTest {
+class CudaMoeFp8 : public MoeVersusCpuTest {
  protected:
-  // The same bytes in a CPU and a GPU buffer, as [n_batch][rows, cols] tensors of `dtype`.
-  std::pair<Tensor, Tensor> both(Experts& s, const void* bytes, std::size_t size, DType dtype, std::int64_t n_batch,
-                                 std::int64_t rows, std::int64_t cols) {
-    auto c = cpu_.allocate(size), g = gpu_->allocate(size);
-    std::memcpy(c->data(), bytes, size);
-    gpu_->upload(*g, 0, bytes, size);
-    const std::pair<Tensor, Tensor> t{Tensor::of_batched(*c, dtype, n_batch, rows, cols),
-                                      Tensor::of_batched(*g, dtype, n_batch, rows, cols)};
-    s.buffers.push_back(std::move(c));
-    s.buffers.push_back(std::move(g));
-    return t;
-  }
-
   // E4M3 bytes of exponents 4..11 (values of magnitude 1/8 .. 30) with random signs and mantissas
-  // (no NaN), from a fast generator: the Qwen3-30B-A3B stacks hold 600 million values.
+  // (no NaN): the Qwen3-30B-A3B stacks hold 600 million values.
   std::vector<std::uint8_t> random_e4m3(std::size_t n) {
-    std::vector<std::uint8_t> v(n);
-    std::uint64_t x = (std::uint64_t(rng_()) << 32) ^ rng_();
-    for (std::size_t i = 0; i < n; i += 8) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      for (std::size_t j = 0; j < 8 && i + j < n; ++j) {
-        const unsigned b = unsigned(x >> (8 * j)) & 0xff;
-        v[i + j] = std::uint8_t((b & 0x87) | ((4 + ((b >> 3) & 7)) << 3));
-      }
-    }
+    std::vector<std::uint8_t> v = random_bytes(n);
+    for (auto& b : v) b = std::uint8_t((b & 0x87) | ((4 + ((b >> 3) & 7)) << 3));
     return v;
   }
 
   // One stack [n_experts][rows, cols] on both backends: E4M3 values and F32 scales per block, each
   // scale 1 / (RMS of the values * sqrt(cols)) times 0.5 .. 2, so products have unit scale.
-  void make_stack(Experts& s, const Options& o, std::int64_t rows, std::int64_t cols, Tensor MoeExperts::*stack,
+  void make_stack(MoeLayer& s, const Options& o, std::int64_t rows, std::int64_t cols, Tensor MoeExperts::*stack,
                   QuantizedWeight MoeExperts::*quant) {
     const std::int64_t e = s.n_experts;
     const std::vector<std::uint8_t> values = random_e4m3(std::size_t(e * rows * cols));
@@ -102,55 +76,16 @@ class CudaMoeFp8 : public BackendVersusCpuTest {
     }
   }
 
-  Experts make_experts(std::int64_t n_experts, std::int64_t inter, std::int64_t hidden, const Options& o) {
-    Experts s;
+  MoeLayer make_experts(std::int64_t n_experts, std::int64_t inter, std::int64_t hidden, const Options& o) {
+    MoeLayer s;
     s.n_experts = n_experts;
     s.inter = inter;
     s.hidden = hidden;
     make_stack(s, o, 2 * inter, hidden, &MoeExperts::gate_up, &MoeExperts::gate_up_quant);
     make_stack(s, o, hidden, inter, &MoeExperts::down, &MoeExperts::down_quant);
-    if (o.biases) {
-      const auto bias = [&](std::int64_t cols) {
-        const std::vector<float> v = random_f32(std::size_t(n_experts * cols), -0.5f, 0.5f);
-        return both(s, v.data(), v.size() * 4, DType::f32, n_experts, 1, cols);
-      };
-      std::tie(s.cpu.gate_up_bias, s.gpu.gate_up_bias) = bias(2 * inter);
-      std::tie(s.cpu.down_bias, s.gpu.down_bias) = bias(hidden);
-    }
+    if (o.biases) add_biases(s);
     s.cpu.activation = s.gpu.activation = o.activation;
     return s;
-  }
-
-  // The CPU's routing of `logits` [n, E] (top k, renormalized), as CPU and GPU tensors.
-  struct Routing {
-    Matrix cpu_ids, cpu_weights, gpu_ids, gpu_weights;
-    std::vector<std::int32_t> ids;
-  };
-  Routing route(const std::vector<float>& logits, std::int64_t n, std::int64_t n_experts, std::int32_t k) {
-    Routing r;
-    const Matrix cl = host_f32_values(logits, n, n_experts);
-    r.cpu_ids = Matrix{cpu_.allocate(std::size_t(n * k) * 4), {}};
-    r.cpu_ids.t = Tensor{r.cpu_ids.buffer->data(), DType::i32, n, k, k};
-    r.cpu_weights = host_f32_values(std::vector<float>(std::size_t(n * k)), n, k);
-    cpu_.router_topk(cl.t, {k, true}, r.cpu_ids.t, r.cpu_weights.t);
-    const auto* ids = static_cast<const std::int32_t*>(r.cpu_ids.t.data);
-    r.ids.assign(ids, ids + n * k);
-    r.gpu_ids = Matrix{gpu_->allocate(std::size_t(n * k) * 4), {}};
-    gpu_->upload(*r.gpu_ids.buffer, 0, r.ids.data(), r.ids.size() * 4);
-    r.gpu_ids.t = Tensor{r.gpu_ids.buffer->data(), DType::i32, n, k, k};
-    r.gpu_weights = device_f32(*gpu_, host_values(r.cpu_weights), n, k);
-    return r;
-  }
-
-  // The CPU's moe_experts of x [n, hidden] under `r` (ids and weights as the CPU tensors of `r`).
-  std::vector<float> cpu_experts(const Experts& s, const std::vector<std::uint16_t>& x, const Matrix& ids,
-                                 const Matrix& weights, std::int64_t n, std::int64_t k) {
-    const std::int64_t hidden = s.hidden, inter = s.inter, pairs = n * k;
-    const Matrix cx = host_f32(cpu_, x, n, hidden);
-    const Matrix c_gu = host_f32(cpu_, {}, pairs, 2 * inter), c_act = host_f32(cpu_, {}, pairs, inter),
-                 c_eo = host_f32(cpu_, {}, pairs, hidden), c_out = host_f32(cpu_, {}, n, hidden);
-    cpu_.moe_experts(cx.t, ids.t, weights.t, s.cpu, {c_gu.t, c_act.t, c_eo.t}, c_out.t);
-    return host_values(c_out);
   }
 
   // A step's input x [n, hidden] and the CPU's moe_experts of it under `r` (the reference every
@@ -159,69 +94,30 @@ class CudaMoeFp8 : public BackendVersusCpuTest {
     std::vector<std::uint16_t> x;
     std::vector<float> out;
   };
-  Reference reference(const Experts& s, const Routing& r, std::int64_t n, std::int64_t k) {
+  Reference reference(const MoeLayer& s, const MoeRouting& r, std::int64_t n, std::int64_t k) {
     Reference ref;
     ref.x = random_bf16(std::size_t(n * s.hidden), 1.0f);
-    ref.out = cpu_experts(s, ref.x, r.cpu_ids, r.cpu_weights, n, k);
+    ref.out = cpu_experts(s.cpu, s.hidden, s.inter, ref.x, r, n, k);
     return ref;
   }
 
-  // moe_experts of `ref`'s x under `r` on the GPU (`on`: another CUDA backend of the device, e.g.
-  // one forcing a kernel path), checked against the CPU's output.
-  void check(const Experts& s, const Routing& r, std::int64_t n, std::int64_t k, const Reference& ref,
-             const std::string& label, cuda::CudaBackend* on = nullptr) {
-    cuda::CudaBackend& gpu = on ? *on : *gpu_;
-    gpu_->synchronize();  // the stacks and routing were uploaded on gpu_'s stream
-    const std::int64_t hidden = s.hidden, inter = s.inter, pairs = n * k;
-    const std::vector<std::uint16_t>& x = ref.x;
-    const std::vector<float>& want = ref.out;
-    const Matrix gx = device_bf16(gpu, x, n, hidden, hidden + 8);
-    const Matrix g_gu = device_bf16(gpu, {}, pairs, 2 * inter, 2 * inter),
-                 g_act = device_bf16(gpu, {}, pairs, inter, inter + 8),
-                 g_eo = device_bf16(gpu, {}, pairs, hidden, hidden + 8),
-                 g_out = device_bf16(gpu, {}, n, hidden, hidden + 8);
-    gpu.moe_experts(gx.t, r.gpu_ids.t, r.gpu_weights.t, s.gpu, {g_gu.t, g_act.t, g_eo.t}, g_out.t);
-    const std::vector<float> got = device_values(gpu, g_out);
-    float max_ref = 0.0f;
-    for (const float v : want) max_ref = std::max(max_ref, std::fabs(v));
-    ASSERT_GT(max_ref, 0.0f) << label;
-    // The same BF16 weights on both sides; four bf16 roundings on the way (gate/up, act, expert rows,
-    // out) against F32 throughout.
-    expect_close(fmt::format("{} |ref|<{:.2f}", label, max_ref), got, want, 0.02f * max_ref, 0.02f);
+  // The step on the default backend and on every forced path that takes it.
+  void check_every_path(const MoeLayer& s, const MoeRouting& r, std::int64_t n, std::int64_t k,
+                        const std::string& label) {
+    const Reference ref = reference(s, r, n, k);
+    check(s, r, n, k, ref.x, ref.out, label);
+    if (n * k <= 32) check(s, r, n, k, ref.x, ref.out, label + " fused", fused_backend());
+    check(s, r, n, k, ref.x, ref.out, label + " gemv", gemv_backend());
+    check(s, r, n, k, ref.x, ref.out, label + " mma", mma_backend());
   }
 
-  cuda::CudaBackend* backend_with(std::unique_ptr<cuda::CudaBackend>& slot, const cuda::CudaBackendOptions& options) {
-    if (!slot) {
-      std::string reason;
-      slot = try_cuda_backend(&reason, options);
-      EXPECT_TRUE(slot) << reason;
-    }
-    return slot.get();
-  }
-  // Backends of the same device that force one path at every size: the fused decode GEMVs (up to
-  // 32 pairs), the GEMVs with align and combine, the tensor-core GEMMs.
-  cuda::CudaBackend* fused_backend() { return backend_with(fused_, {.moe_fused_max_pairs = 32}); }
-  cuda::CudaBackend* gemv_backend() {
-    return backend_with(gemv_, {.moe_gemv_max_pairs = 1 << 30, .moe_fused_max_pairs = 0});
-  }
-  cuda::CudaBackend* mma_backend() { return backend_with(mma_, {.moe_gemv_max_pairs = 0}); }
-
-  // Each case on the default backend and on every forced path that takes it.
-  void run_cases(const Experts& s, const std::vector<std::pair<std::int64_t, std::int32_t>>& cases,
-                 const std::string& what) {
+  void run_cases(const MoeLayer& s, const MoeCases& cases, const std::string& what) {
     for (const auto& [n, k] : cases) {
-      const Routing r = route(random_f32(std::size_t(n * s.n_experts), -4.0f, 4.0f), n, s.n_experts, k);
-      const std::string label =
-          fmt::format("{} n {} k {} E {} inter {} hidden {}", what, n, k, s.n_experts, s.inter, s.hidden);
-      const Reference ref = reference(s, r, n, k);
-      check(s, r, n, k, ref, label);
-      if (n * k <= 32) check(s, r, n, k, ref, label + " fused", fused_backend());
-      check(s, r, n, k, ref, label + " gemv", gemv_backend());
-      check(s, r, n, k, ref, label + " mma", mma_backend());
+      const MoeRouting r = cpu_routing(random_f32(std::size_t(n * s.n_experts), -4.0f, 4.0f), n, s.n_experts, k);
+      check_every_path(s, r, n, k,
+                       fmt::format("{} n {} k {} E {} inter {} hidden {}", what, n, k, s.n_experts, s.inter, s.hidden));
     }
   }
-
-  std::unique_ptr<cuda::CudaBackend> fused_, gemv_, mma_;
 };
 
 TEST_F(CudaMoeFp8, SmallShapesEveryPath) {
@@ -244,7 +140,7 @@ TEST_F(CudaMoeFp8, OtherBlockShapesBiasesAndActivations) {
 }
 
 TEST_F(CudaMoeFp8, Qwen3_30bA3bShape) {
-  const Experts s = make_experts(128, 768, 2048, {});
+  const MoeLayer s = make_experts(128, 768, 2048, {});
   run_cases(s, {{1, 8}, {4, 8}, {8, 8}, {100, 8}}, "qwen3-30b-a3b-fp8");
 
   // For information: the time of each path on one layer's experts.
@@ -252,7 +148,7 @@ TEST_F(CudaMoeFp8, Qwen3_30bA3bShape) {
       {"default", gpu_.get()}, {"fused", fused_backend()}, {"gemv", gemv_backend()}, {"mma", mma_backend()}};
   for (const std::int64_t n : {1, 4, 8, 32, 128, 512}) {
     const std::int32_t k = 8;
-    const Routing r = route(random_f32(std::size_t(n * 128), -4.0f, 4.0f), n, 128, k);
+    const MoeRouting r = cpu_routing(random_f32(std::size_t(n * 128), -4.0f, 4.0f), n, 128, k);
     const std::set<std::int32_t> distinct(r.ids.begin(), r.ids.end());
     // FP8: a byte a value and an F32 scale per 128 x 128 block.
     const double bytes = double(distinct.size()) * (3.0 * 2048 * 768) * (1.0 + 4.0 / (128 * 128));
@@ -271,7 +167,7 @@ TEST_F(CudaMoeFp8, Qwen3_30bA3bShape) {
 }
 
 TEST_F(CudaMoeFp8, OneExpertGetsEveryTokenAndMostGetNone) {
-  const Experts s = make_experts(32, 256, 512, {});
+  const MoeLayer s = make_experts(32, 256, 512, {});
   for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int32_t>>{{1, 1}, {16, 2}, {64, 3}, {300, 3}}) {
     std::vector<float> logits = random_f32(std::size_t(n * 32), -1.0f, 1.0f);
     for (std::int64_t t = 0; t < n; ++t) {
@@ -280,21 +176,16 @@ TEST_F(CudaMoeFp8, OneExpertGetsEveryTokenAndMostGetNone) {
       logits[std::size_t(t * 32 + (t % 2 ? 20 : 21))] += 10.0f;
       logits[std::size_t(t * 32 + (t % 2 ? 21 : 20))] += 9.0f;
     }
-    const Routing r = route(logits, n, 32, k);
+    const MoeRouting r = cpu_routing(logits, n, 32, k);
     const std::set<std::int32_t> distinct(r.ids.begin(), r.ids.end());
     for (std::int64_t t = 0; t < n; ++t) ASSERT_EQ(r.ids[std::size_t(t * k)], 9);
     ASSERT_LE(distinct.size(), 3u);
-    const std::string label = fmt::format("one expert for all, {} of 32 used, n {} k {}", distinct.size(), n, k);
-    const Reference ref = reference(s, r, n, k);
-    check(s, r, n, k, ref, label);
-    if (n * k <= 32) check(s, r, n, k, ref, label + " fused", fused_backend());
-    check(s, r, n, k, ref, label + " gemv", gemv_backend());
-    check(s, r, n, k, ref, label + " mma", mma_backend());
+    check_every_path(s, r, n, k, fmt::format("one expert for all, {} of 32 used, n {} k {}", distinct.size(), n, k));
   }
 }
 
 TEST_F(CudaMoeFp8, CapturedStepReplaysOtherRoutings) {
-  const Experts s = make_experts(16, 768, 2048, {});
+  const MoeLayer s = make_experts(16, 768, 2048, {});
   for (cuda::CudaBackend* gpu : {gpu_.get(), fused_backend(), mma_backend()}) {
     ASSERT_NE(gpu, nullptr);
     const char* path = gpu == gpu_.get() ? "default" : gpu == fused_backend() ? "fused" : "mma";
@@ -330,11 +221,9 @@ TEST_F(CudaMoeFp8, CapturedStepReplaysOtherRoutings) {
         gpu->synchronize();
         EXPECT_EQ(device_values(*gpu, out), replayed) << label << " round " << round << ": replay != eager";
         // The replayed output against the CPU under the same routing.
-        const Routing r = route(new_logits, n, 16, k);
-        const std::vector<float> want = cpu_experts(s, x, r.cpu_ids, r.cpu_weights, n, k);
-        float max_ref = 0.0f;
-        for (const float v : want) max_ref = std::max(max_ref, std::fabs(v));
-        expect_close(fmt::format("{} round {}", label, round), replayed, want, 0.02f * max_ref, 0.02f);
+        const MoeRouting r = cpu_routing(new_logits, n, 16, k);
+        expect_experts_close(fmt::format("{} round {}", label, round), replayed,
+                             cpu_experts(s.cpu, s.hidden, s.inter, x, r, n, k));
       }
       EXPECT_EQ(gpu->graph_generation(), generation) << label << ": the workspace moved";
     }

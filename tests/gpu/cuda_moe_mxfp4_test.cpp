@@ -22,18 +22,12 @@
 #include "gpu_support.h"
 #include "helios/cpu/cpu_backend.h"
 #include "helios/mxfp4.h"
+#include "moe_test_support.h"
 
 namespace flare::helios {
 namespace {
 
 using namespace gpu_testing;
-
-// One layer's experts on both backends, MXFP4 (or BF16) stacks with optional biases.
-struct Experts {
-  std::int64_t n_experts = 0, inter = 0, hidden = 0;
-  std::vector<std::unique_ptr<Buffer>> buffers;  // cpu and gpu memory behind the tensors
-  MoeExperts cpu, gpu;
-};
 
 struct Options {
   bool mxfp4 = true;
@@ -42,31 +36,8 @@ struct Options {
   float limit = 7.0f;
 };
 
-class CudaMoeMxfp4 : public BackendVersusCpuTest {
+class CudaMoeMxfp4 : public MoeVersusCpuTest {
  protected:
-  // The same bytes in a CPU and a GPU buffer, as [n_batch][rows, cols] tensors of `dtype`.
-  std::pair<Tensor, Tensor> both(Experts& s, const std::vector<std::uint8_t>& bytes, DType dtype, std::int64_t n_batch,
-                                 std::int64_t rows, std::int64_t cols) {
-    auto c = cpu_.allocate(bytes.size()), g = gpu_->allocate(bytes.size());
-    std::memcpy(c->data(), bytes.data(), bytes.size());
-    gpu_->upload(*g, 0, bytes.data(), bytes.size());
-    const std::pair<Tensor, Tensor> t{Tensor::of_batched(*c, dtype, n_batch, rows, cols),
-                                      Tensor::of_batched(*g, dtype, n_batch, rows, cols)};
-    s.buffers.push_back(std::move(c));
-    s.buffers.push_back(std::move(g));
-    return t;
-  }
-
-  std::vector<std::uint8_t> random_bytes(std::size_t n) {
-    std::vector<std::uint8_t> v(n);
-    std::uint64_t x = (std::uint64_t(rng_()) << 32) ^ rng_();
-    for (std::size_t i = 0; i < n; i += 8) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64: the 20b stacks hold 400 MB
-      for (std::size_t j = 0; j < 8 && i + j < n; ++j) v[i + j] = std::uint8_t(x >> (8 * j));
-    }
-    return v;
-  }
-
   // E8M0 scales for [n_experts][rows, cols / 32]: e0 - 1, e0 or e0 + 1, e0 chosen so that a row of
   // random E2M1 values (RMS 2.93) times the scale has unit-scale products with unit-scale inputs.
   std::vector<std::uint8_t> random_scales(std::size_t n, std::int64_t fan_in) {
@@ -78,19 +49,18 @@ class CudaMoeMxfp4 : public BackendVersusCpuTest {
   }
 
   // One stack [n_experts][rows, cols] on both backends: MXFP4 values and scales, or BF16.
-  void make_stack(Experts& s, bool mxfp4, std::int64_t rows, std::int64_t cols, Tensor MoeExperts::*stack,
+  void make_stack(MoeLayer& s, bool mxfp4, std::int64_t rows, std::int64_t cols, Tensor MoeExperts::*stack,
                   QuantizedWeight MoeExperts::*quant) {
     const std::int64_t e = s.n_experts;
     if (!mxfp4) {
-      std::vector<std::uint8_t> bytes(std::size_t(e * rows * cols) * 2);
       const auto values = random_bf16(std::size_t(e * rows * cols), 1.0f / std::sqrt(float(cols)));
-      std::memcpy(bytes.data(), values.data(), bytes.size());
-      std::tie(s.cpu.*stack, s.gpu.*stack) = both(s, bytes, DType::bf16, e, rows, cols);
+      std::tie(s.cpu.*stack, s.gpu.*stack) = both(s, values.data(), values.size() * 2, DType::bf16, e, rows, cols);
       return;
     }
-    std::tie(s.cpu.*stack, s.gpu.*stack) = both(s, random_bytes(std::size_t(e * rows * cols / 2)), DType::u8, e, rows,
-                                                cols / 2);
-    const auto [cs, gs] = both(s, random_scales(std::size_t(e * rows * cols / 32), cols), DType::u8, e, rows, cols / 32);
+    const std::vector<std::uint8_t> values = random_bytes(std::size_t(e * rows * cols / 2));
+    std::tie(s.cpu.*stack, s.gpu.*stack) = both(s, values.data(), values.size(), DType::u8, e, rows, cols / 2);
+    const std::vector<std::uint8_t> scales = random_scales(std::size_t(e * rows * cols / 32), cols);
+    const auto [cs, gs] = both(s, scales.data(), scales.size(), DType::u8, e, rows, cols / 32);
     for (auto [q, t] : {std::pair{&(s.cpu.*quant), cs}, std::pair{&(s.gpu.*quant), gs}}) {
       q->format = QuantizedWeight::Format::mxfp4;
       q->scales = t;
@@ -99,23 +69,14 @@ class CudaMoeMxfp4 : public BackendVersusCpuTest {
     }
   }
 
-  Experts make_experts(std::int64_t n_experts, std::int64_t inter, std::int64_t hidden, const Options& o) {
-    Experts s;
+  MoeLayer make_experts(std::int64_t n_experts, std::int64_t inter, std::int64_t hidden, const Options& o) {
+    MoeLayer s;
     s.n_experts = n_experts;
     s.inter = inter;
     s.hidden = hidden;
     make_stack(s, o.mxfp4, 2 * inter, hidden, &MoeExperts::gate_up, &MoeExperts::gate_up_quant);
     make_stack(s, o.mxfp4, hidden, inter, &MoeExperts::down, &MoeExperts::down_quant);
-    if (o.biases) {
-      const auto bias = [&](std::int64_t cols) {
-        const std::vector<float> v = random_f32(std::size_t(n_experts * cols), -0.5f, 0.5f);
-        std::vector<std::uint8_t> bytes(v.size() * 4);
-        std::memcpy(bytes.data(), v.data(), bytes.size());
-        return both(s, bytes, DType::f32, n_experts, 1, cols);
-      };
-      std::tie(s.cpu.gate_up_bias, s.gpu.gate_up_bias) = bias(2 * inter);
-      std::tie(s.cpu.down_bias, s.gpu.down_bias) = bias(hidden);
-    }
+    if (o.biases) add_biases(s);
     for (MoeExperts* m : {&s.cpu, &s.gpu}) {
       m->activation = o.activation;
       m->clamp_limit = o.limit;
@@ -124,85 +85,30 @@ class CudaMoeMxfp4 : public BackendVersusCpuTest {
     return s;
   }
 
-  // The CPU's routing of `logits` [n, E] (top k, renormalized), as CPU and GPU tensors.
-  struct Routing {
-    Matrix cpu_ids, cpu_weights, gpu_ids, gpu_weights;
-    std::vector<std::int32_t> ids;
-  };
-  Routing route(const std::vector<float>& logits, std::int64_t n, std::int64_t n_experts, std::int32_t k) {
-    Routing r;
-    const Matrix cl = host_f32_values(logits, n, n_experts);
-    r.cpu_ids = Matrix{cpu_.allocate(std::size_t(n * k) * 4), {}};
-    r.cpu_ids.t = Tensor{r.cpu_ids.buffer->data(), DType::i32, n, k, k};
-    r.cpu_weights = host_f32_values(std::vector<float>(std::size_t(n * k)), n, k);
-    cpu_.router_topk(cl.t, {k, true}, r.cpu_ids.t, r.cpu_weights.t);
-    const auto* ids = static_cast<const std::int32_t*>(r.cpu_ids.t.data);
-    r.ids.assign(ids, ids + n * k);
-    r.gpu_ids = Matrix{gpu_->allocate(std::size_t(n * k) * 4), {}};
-    gpu_->upload(*r.gpu_ids.buffer, 0, r.ids.data(), r.ids.size() * 4);
-    r.gpu_ids.t = Tensor{r.gpu_ids.buffer->data(), DType::i32, n, k, k};
-    r.gpu_weights = device_f32(*gpu_, host_values(r.cpu_weights), n, k);
-    return r;
-  }
-
-  // moe_experts of random x [n, hidden] under `r` on both backends (`on`: another CUDA backend of
-  // the device, e.g. one forcing a kernel path); checks the GPU's output against the CPU's.
-  void check(const Experts& s, const Routing& r, std::int64_t n, std::int64_t k, const std::string& label,
-             cuda::CudaBackend* on = nullptr) {
-    cuda::CudaBackend& gpu = on ? *on : *gpu_;
-    gpu_->synchronize();  // the stacks and routing were uploaded on gpu_'s stream
-    const std::int64_t hidden = s.hidden, inter = s.inter, pairs = n * k;
-    const auto x = random_bf16(std::size_t(n * hidden), 1.0f);
-    const Matrix cx = host_f32(cpu_, x, n, hidden);
-    const Matrix c_gu = host_f32(cpu_, {}, pairs, 2 * inter), c_act = host_f32(cpu_, {}, pairs, inter),
-                 c_eo = host_f32(cpu_, {}, pairs, hidden), c_out = host_f32(cpu_, {}, n, hidden);
-    cpu_.moe_experts(cx.t, r.cpu_ids.t, r.cpu_weights.t, s.cpu, {c_gu.t, c_act.t, c_eo.t}, c_out.t);
-    const std::vector<float> want = host_values(c_out);
-
-    const Matrix gx = device_bf16(gpu, x, n, hidden, hidden + 8);
-    const Matrix g_gu = device_bf16(gpu, {}, pairs, 2 * inter, 2 * inter),
-                 g_act = device_bf16(gpu, {}, pairs, inter, inter + 8),
-                 g_eo = device_bf16(gpu, {}, pairs, hidden, hidden + 8),
-                 g_out = device_bf16(gpu, {}, n, hidden, hidden + 8);
-    gpu.moe_experts(gx.t, r.gpu_ids.t, r.gpu_weights.t, s.gpu, {g_gu.t, g_act.t, g_eo.t}, g_out.t);
-    const std::vector<float> got = device_values(gpu, g_out);
-    float max_ref = 0.0f;
-    for (const float v : want) max_ref = std::max(max_ref, std::fabs(v));
-    // Four bf16 roundings on the way (gate/up, act, expert rows, out) against F32 throughout.
-    expect_close(fmt::format("{} |ref|<{:.2f}", label, max_ref), got, want, 0.02f * max_ref, 0.02f);
-  }
-
-  // A backend of the same device that takes the fused decode kernels for every step of up to 32
-  // pairs, whatever the expert count (the default takes them for a quarter of the experts at most).
-  cuda::CudaBackend* fused_backend() {
-    if (!fused_) {
-      std::string reason;
-      fused_ = try_cuda_backend(&reason, {.moe_fused_max_pairs = 32});
-      EXPECT_TRUE(fused_) << reason;
-    }
-    return fused_.get();
+  // moe_experts of random x [n, hidden] under `r` on `on` (default gpu_) against the CPU's.
+  void check_random(const MoeLayer& s, const MoeRouting& r, std::int64_t n, std::int64_t k, const std::string& label,
+                    cuda::CudaBackend* on = nullptr) {
+    const auto x = random_bf16(std::size_t(n * s.hidden), 1.0f);
+    check(s, r, n, k, x, cpu_experts(s.cpu, s.hidden, s.inter, x, r, n, k), label, on);
   }
 
   // Each case on the default backend and, for steps of up to 32 pairs, through the fused kernels.
-  void run_cases(const Experts& s, const std::vector<std::pair<std::int64_t, std::int32_t>>& cases,
-                 const std::string& what) {
+  void run_cases(const MoeLayer& s, const MoeCases& cases, const std::string& what) {
     for (const auto& [n, k] : cases) {
-      const Routing r = route(random_f32(std::size_t(n * s.n_experts), -4.0f, 4.0f), n, s.n_experts, k);
+      const MoeRouting r = cpu_routing(random_f32(std::size_t(n * s.n_experts), -4.0f, 4.0f), n, s.n_experts, k);
       const std::string label = fmt::format("{} n {} k {} E {} inter {} hidden {}", what, n, k, s.n_experts, s.inter, s.hidden);
-      check(s, r, n, k, label);
-      if (n * k <= 32 && fused_backend()) check(s, r, n, k, label + " fused", fused_backend());
+      check_random(s, r, n, k, label);
+      if (n * k <= 32 && fused_backend()) check_random(s, r, n, k, label + " fused", fused_backend());
     }
   }
-
-  std::unique_ptr<cuda::CudaBackend> fused_;
 };
 
 TEST_F(CudaMoeMxfp4, SmallShapesBothPaths) {
   // A limit of 0.5 binds for most gate and up values; pairs <= 64 take the GEMVs, more the GEMMs.
-  const Experts s = make_experts(4, 64, 64, {.limit = 0.5f});
+  const MoeLayer s = make_experts(4, 64, 64, {.limit = 0.5f});
   run_cases(s, {{1, 1}, {3, 2}, {16, 4}, {64, 1}, {64, 4}, {300, 2}}, "mxfp4 clamp 0.5");
   // 96 columns: the GEMM's second 64-column block (gate_up) and its 128-column block (down) are partial.
-  const Experts p = make_experts(16, 96, 160, {.limit = 1.0f});
+  const MoeLayer p = make_experts(16, 96, 160, {.limit = 1.0f});
   run_cases(p, {{1, 4}, {7, 4}, {40, 4}, {300, 4}}, "mxfp4 clamp 1");
 }
 
@@ -217,7 +123,7 @@ TEST_F(CudaMoeMxfp4, WithoutBiasesAndOtherActivations) {
 }
 
 TEST_F(CudaMoeMxfp4, GptOss20bShape) {
-  const Experts s = make_experts(32, 2880, 2880, {});
+  const MoeLayer s = make_experts(32, 2880, 2880, {});
   run_cases(s, {{1, 4}, {8, 4}, {100, 4}}, "gpt-oss-20b");
 
   // Each path forced at every size, then (informational) the time of each on one layer's experts.
@@ -227,16 +133,16 @@ TEST_F(CudaMoeMxfp4, GptOss20bShape) {
   const auto unfused = try_cuda_backend(&reason, {.moe_fused_max_pairs = 0});  // the GEMVs with align and combine
   ASSERT_TRUE(mma && gemv && unfused) << reason;
   for (const std::int64_t n : {1, 8, 100}) {
-    const Routing r = route(random_f32(std::size_t(n * 32), -4.0f, 4.0f), n, 32, 4);
-    check(s, r, n, 4, fmt::format("gpt-oss-20b n {} forced mma", n), mma.get());
-    check(s, r, n, 4, fmt::format("gpt-oss-20b n {} forced gemv", n), gemv.get());
-    check(s, r, n, 4, fmt::format("gpt-oss-20b n {} unfused gemv", n), unfused.get());
+    const MoeRouting r = cpu_routing(random_f32(std::size_t(n * 32), -4.0f, 4.0f), n, 32, 4);
+    check_random(s, r, n, 4, fmt::format("gpt-oss-20b n {} forced mma", n), mma.get());
+    check_random(s, r, n, 4, fmt::format("gpt-oss-20b n {} forced gemv", n), gemv.get());
+    check_random(s, r, n, 4, fmt::format("gpt-oss-20b n {} unfused gemv", n), unfused.get());
   }
   const std::vector<std::pair<const char*, cuda::CudaBackend*>> paths = {
       {"default", gpu_.get()}, {"mma", mma.get()}, {"gemv", gemv.get()}, {"unfused", unfused.get()}};
   for (const std::int64_t n : {1, 8, 32, 128, 512}) {
     const std::int32_t k = 4;
-    const Routing r = route(random_f32(std::size_t(n * 32), -4.0f, 4.0f), n, 32, k);
+    const MoeRouting r = cpu_routing(random_f32(std::size_t(n * 32), -4.0f, 4.0f), n, 32, k);
     const std::set<std::int32_t> distinct(r.ids.begin(), r.ids.end());
     // MXFP4: half a byte a value and a scale byte per 32.
     const double bytes = double(distinct.size()) * (3.0 * 2880 * 2880) * (0.5 + 1.0 / 32);
@@ -254,7 +160,7 @@ TEST_F(CudaMoeMxfp4, GptOss20bShape) {
 }
 
 TEST_F(CudaMoeMxfp4, OneExpertGetsEveryTokenAndMostGetNone) {
-  const Experts s = make_experts(32, 256, 512, {.limit = 2.0f});
+  const MoeLayer s = make_experts(32, 256, 512, {.limit = 2.0f});
   for (const auto& [n, k] : std::vector<std::pair<std::int64_t, std::int32_t>>{{1, 1}, {16, 2}, {64, 3}, {300, 3}}) {
     std::vector<float> logits = random_f32(std::size_t(n * 32), -1.0f, 1.0f);
     for (std::int64_t t = 0; t < n; ++t) {
@@ -263,13 +169,13 @@ TEST_F(CudaMoeMxfp4, OneExpertGetsEveryTokenAndMostGetNone) {
       logits[std::size_t(t * 32 + (t % 2 ? 20 : 21))] += 10.0f;
       logits[std::size_t(t * 32 + (t % 2 ? 21 : 20))] += 9.0f;
     }
-    const Routing r = route(logits, n, 32, k);
+    const MoeRouting r = cpu_routing(logits, n, 32, k);
     std::set<std::int32_t> distinct(r.ids.begin(), r.ids.end());
     for (std::int64_t t = 0; t < n; ++t) ASSERT_EQ(r.ids[std::size_t(t * k)], 9);
     ASSERT_LE(distinct.size(), 3u);
     const std::string label = fmt::format("one expert for all, {} of 32 used, n {} k {}", distinct.size(), n, k);
-    check(s, r, n, k, label);
-    if (n * k <= 32 && fused_backend()) check(s, r, n, k, label + " fused", fused_backend());
+    check_random(s, r, n, k, label);
+    if (n * k <= 32 && fused_backend()) check_random(s, r, n, k, label + " fused", fused_backend());
   }
 }
 

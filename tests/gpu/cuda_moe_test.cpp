@@ -23,6 +23,7 @@
 
 #include "gpu_support.h"
 #include "helios/cpu/cpu_backend.h"
+#include "moe_test_support.h"
 
 namespace flare::helios {
 namespace {
@@ -36,12 +37,7 @@ struct ExpertStacks {
   MoeExperts cpu, gpu;
 };
 
-// A routing of n tokens on both backends: ids [n, k] i32, weights [n, k] f32.
-struct Routing {
-  Matrix cpu_ids, cpu_weights, gpu_ids, gpu_weights;
-};
-
-class CudaMoe : public BackendVersusCpuTest {
+class CudaMoe : public MoeVersusCpuTest {
  protected:
   // Uniform bf16 in [-scale, scale) from a fast generator seeded by rng_ (the large stacks hold
   // hundreds of millions of values).
@@ -102,15 +98,9 @@ class CudaMoe : public BackendVersusCpuTest {
 
   // Routes `logits` [n, E] on both backends, checks that they agree, and returns the CPU's
   // routing on both (so that moe_experts compares the same routing).
-  Routing route(const std::vector<float>& logits, std::int64_t n, std::int64_t n_experts, std::int32_t k,
-                bool renormalize, const std::string& label) {
-    const Matrix cl = host_f32_values(logits, n, n_experts);
-    Routing r;
-    r.cpu_ids = Matrix{cpu_.allocate(std::size_t(n * k) * 4), {}};
-    r.cpu_ids.t = Tensor{r.cpu_ids.buffer->data(), DType::i32, n, k, k};
-    r.cpu_weights = host_f32_values(std::vector<float>(std::size_t(n * k)), n, k);
-    cpu_.router_topk(cl.t, {k, renormalize}, r.cpu_ids.t, r.cpu_weights.t);
-
+  MoeRouting route(const std::vector<float>& logits, std::int64_t n, std::int64_t n_experts, std::int32_t k,
+                   bool renormalize, const std::string& label) {
+    MoeRouting r = cpu_routing(logits, n, n_experts, k, renormalize);
     const Matrix gl = device_f32(*gpu_, logits, n, n_experts);
     const Matrix ids = poisoned_ids(n, k), weights = device_f32(*gpu_, {}, n, k);
     gpu_->router_topk(gl.t, {k, renormalize}, ids.t, weights.t);
@@ -119,55 +109,23 @@ class CudaMoe : public BackendVersusCpuTest {
     for (std::size_t i = 0; i < got.size(); ++i) n_diff += got[i] != want[i];
     EXPECT_EQ(n_diff, 0u) << label << ": router ids differ (first token: gpu " << got[0] << " cpu " << want[0] << ")";
     expect_close(label + " router weights", device_values(*gpu_, weights), host_values(r.cpu_weights), 1e-6f, 1e-5f);
-
-    r.gpu_ids = poisoned_ids(n, k);
-    gpu_->upload(*r.gpu_ids.buffer, 0, want.data(), want.size() * 4);
-    r.gpu_weights = device_f32(*gpu_, host_values(r.cpu_weights), n, k);
     return r;
   }
 
   // moe_experts of x [n, hidden] under `routing` on both backends; returns the GPU's output and
   // checks it against the CPU's.
   // `on`: another CUDA backend of the device (the stacks and routing are gpu_'s memory).
-  std::vector<float> check_experts(const ExpertStacks& s, const std::vector<std::uint16_t>& x, const Routing& r,
+  std::vector<float> check_experts(const ExpertStacks& s, const std::vector<std::uint16_t>& x, const MoeRouting& r,
                                    std::int64_t n, std::int64_t k, const std::string& label,
                                    cuda::CudaBackend* on = nullptr) {
-    cuda::CudaBackend& gpu = on ? *on : *gpu_;
-    gpu_->synchronize();  // the stacks and routing were uploaded on gpu_'s stream
-    const std::int64_t hidden = s.hidden, inter = s.inter, pairs = n * k;
-    const Matrix cx = host_f32(cpu_, x, n, hidden);
-    const Matrix c_gu = host_f32(cpu_, {}, pairs, 2 * inter), c_act = host_f32(cpu_, {}, pairs, inter),
-                 c_eo = host_f32(cpu_, {}, pairs, hidden), c_out = host_f32(cpu_, {}, n, hidden);
-    cpu_.moe_experts(cx.t, r.cpu_ids.t, r.cpu_weights.t, s.cpu, {c_gu.t, c_act.t, c_eo.t}, c_out.t);
-    const std::vector<float> want = host_values(c_out);
-
-    const Matrix gx = device_bf16(gpu, x, n, hidden, hidden + 8);
-    const Matrix g_gu = device_bf16(gpu, {}, pairs, 2 * inter, 2 * inter),
-                 g_act = device_bf16(gpu, {}, pairs, inter, inter + 8),
-                 g_eo = device_bf16(gpu, {}, pairs, hidden, hidden + 8),
-                 g_out = device_bf16(gpu, {}, n, hidden, hidden + 8);
-    gpu.moe_experts(gx.t, r.gpu_ids.t, r.gpu_weights.t, s.gpu, {g_gu.t, g_act.t, g_eo.t}, g_out.t);
-    const std::vector<float> got = device_values(gpu, g_out);
-    float max_ref = 0.0f;
-    for (const float v : want) max_ref = std::max(max_ref, std::fabs(v));
-    // Four bf16 roundings on the way (gate/up, act, expert rows, out) against F32 throughout.
-    expect_close(fmt::format("{} |ref|<{:.2f}", label, max_ref), got, want, 0.02f * max_ref, 0.02f);
+    const std::vector<float> want = cpu_experts(s.cpu, s.hidden, s.inter, x, r, n, k);
+    const std::vector<float> got = gpu_experts(on ? *on : *gpu_, s.gpu, s.hidden, s.inter, x, r, n, k);
+    expect_experts_close(label, got, want);
     return got;
   }
 
   std::vector<float> random_logits(std::int64_t n, std::int64_t n_experts) {
     return random_f32(std::size_t(n * n_experts), -4.0f, 4.0f);
-  }
-
-  // A backend of the same device that takes the fused decode kernels for every step of up to 32
-  // pairs, whatever the expert count (the default takes them for a quarter of the experts at most).
-  cuda::CudaBackend* fused_backend() {
-    if (!fused_) {
-      std::string reason;
-      fused_ = try_cuda_backend(&reason, {.moe_fused_max_pairs = 32});
-      EXPECT_TRUE(fused_) << reason;
-    }
-    return fused_.get();
   }
 
   // Routes random logits and checks moe_experts for each (n, k) on stacks `s`, on the default
@@ -176,14 +134,12 @@ class CudaMoe : public BackendVersusCpuTest {
     for (const auto& [n, k] : cases) {
       const std::string label = fmt::format("n {} k {} E {} inter {} hidden {} {}", n, k, s.n_experts, s.inter,
                                             s.hidden, s.gpu.activation == GatedActivation::silu ? "silu" : "gelu");
-      const Routing r = route(random_logits(n, s.n_experts), n, s.n_experts, k, true, label);
+      const MoeRouting r = route(random_logits(n, s.n_experts), n, s.n_experts, k, true, label);
       const auto x = random_bf16(std::size_t(n * s.hidden), 1.0f);
       check_experts(s, x, r, n, k, label);
       if (n * k <= 32 && fused_backend()) check_experts(s, x, r, n, k, label + " fused", fused_backend());
     }
   }
-
-  std::unique_ptr<cuda::CudaBackend> fused_;
 };
 
 TEST_F(CudaMoe, RouterMatchesTheCpu) {
@@ -210,7 +166,7 @@ TEST_F(CudaMoe, RouterTiesGoToTheLowerIndex) {
     logits[std::size_t(3 * n_experts + e)] = -float(e / 4);        // 0..3 tie at the top
     logits[std::size_t(4 * n_experts + e)] = float((e * 7) % 5);   // ties of 4 at 3, 8, 13 ...
   }
-  const Routing r = route(logits, n, n_experts, k, true, "router ties");
+  const MoeRouting r = route(logits, n, n_experts, k, true, "router ties");
   const std::vector<std::int32_t> ids = cpu_ids(r.cpu_ids);
   EXPECT_EQ(std::vector<std::int32_t>(ids.begin(), ids.begin() + 4), (std::vector<std::int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(std::vector<std::int32_t>(ids.begin() + 4, ids.begin() + 8), (std::vector<std::int32_t>{2, 5, 8, 11}));
@@ -249,7 +205,7 @@ TEST_F(CudaMoe, Qwen3MoeShape) {
   const std::vector<std::pair<const char*, cuda::CudaBackend*>> paths = {
       {"default", gpu_.get()}, {"mma", mma.get()}, {"gemv", gemv.get()}, {"unfused", unfused.get()}};
   for (const std::int64_t n : {1, 16, 300}) {
-    const Routing r = route(random_logits(n, 128), n, 128, 8, true, fmt::format("forced n {}", n));
+    const MoeRouting r = route(random_logits(n, 128), n, 128, 8, true, fmt::format("forced n {}", n));
     const auto x = random_bf16(std::size_t(n * 2048), 1.0f);
     check_experts(s, x, r, n, 8, fmt::format("n {} k 8 E 128 forced mma", n), mma.get());
     check_experts(s, x, r, n, 8, fmt::format("n {} k 8 E 128 forced gemv", n), gemv.get());
@@ -257,7 +213,7 @@ TEST_F(CudaMoe, Qwen3MoeShape) {
   }
   for (const std::int64_t n : {1, 4, 8, 16, 32, 64, 300}) {
     const std::int32_t k = 8;
-    const Routing r = route(random_logits(n, 128), n, 128, k, true, fmt::format("timing n {}", n));
+    const MoeRouting r = route(random_logits(n, 128), n, 128, k, true, fmt::format("timing n {}", n));
     const std::vector<std::int32_t> chosen = cpu_ids(r.cpu_ids);
     const std::set<std::int32_t> distinct(chosen.begin(), chosen.end());
     const double bytes = double(distinct.size()) * (3.0 * 768 * 2048 * 2);
@@ -282,7 +238,7 @@ TEST_F(CudaMoe, EveryTokenPicksTheSameExperts) {
       for (std::int32_t j = 0; j < k; ++j) logits[std::size_t(t * 16 + 5 + 3 * j)] += 20.0f - 4.0f * float(j);
     }
     const std::string label = fmt::format("same experts n {} k {}", n, k);
-    const Routing r = route(logits, n, 16, k, true, label);
+    const MoeRouting r = route(logits, n, 16, k, true, label);
     const std::vector<std::int32_t> ids = cpu_ids(r.cpu_ids);
     for (std::size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], 5 + 3 * std::int32_t(i % std::size_t(k))) << label;
     const auto x = random_bf16(std::size_t(n * 2048), 1.0f);
@@ -300,7 +256,7 @@ TEST_F(CudaMoe, MostExpertsGetNoToken) {
       logits[std::size_t(t * 128 + (t % 2 ? 77 : 2))] += 9.0f;
     }
     const std::string label = fmt::format("two experts of 128, n {}", n);
-    const Routing r = route(logits, n, 128, 2, false, label);
+    const MoeRouting r = route(logits, n, 128, 2, false, label);
     const auto x = random_bf16(std::size_t(n * 64), 1.0f);
     check_experts(s, x, r, n, 2, label);
     if (n * 2 <= 32 && fused_backend()) check_experts(s, x, r, n, 2, label + " fused", fused_backend());
@@ -344,7 +300,7 @@ TEST_F(CudaMoe, CapturedStepReplaysOtherRoutings) {
         std::vector<std::int32_t> replayed_ids(std::size_t(n * k));
         gpu->download(*ids.buffer, 0, replayed_ids.data(), replayed_ids.size() * 4);
         // The same routing eagerly, and on the CPU.
-        const Routing r = route(new_logits, n, 16, k, true, label);
+        const MoeRouting r = route(new_logits, n, 16, k, true, label);
         EXPECT_EQ(replayed_ids, cpu_ids(r.cpu_ids)) << label;
         step();
         gpu->synchronize();

@@ -142,8 +142,20 @@ std::string Nvrtc::compile(const KernelSource& kernel, const CompileOptions& opt
   for (const std::string& o : list) argv.push_back(o.c_str());
   const std::string source(kernel.source);
   const std::string file_name = std::string(kernel.name) + ".cu";
+  // The embedded headers, which the source may #include by name.
+  std::vector<std::string> header_texts, header_names;
+  for (const KernelSource& header : embedded_kernel_headers()) {
+    header_texts.emplace_back(header.source);
+    header_names.emplace_back(header.name);
+  }
+  std::vector<const char*> headers, names;
+  for (std::size_t i = 0; i < header_texts.size(); ++i) {
+    headers.push_back(header_texts[i].c_str());
+    names.push_back(header_names[i].c_str());
+  }
   nvrtcProgram raw = nullptr;
-  nvrtcResult r = api_->create_program(&raw, source.c_str(), file_name.c_str(), 0, nullptr, nullptr);
+  nvrtcResult r = api_->create_program(&raw, source.c_str(), file_name.c_str(), int(headers.size()), headers.data(),
+                                       names.data());
   if (r != NVRTC_SUCCESS) {
     fail(ExitCode::preparation, "kernel {}: nvrtcCreateProgram failed: {}", kernel.name, api_->get_error_string(r));
   }
@@ -167,7 +179,15 @@ std::string Nvrtc::compile(const KernelSource& kernel, const CompileOptions& opt
 
 std::string Nvrtc::compile_cached(KernelCache& cache, const KernelSource& kernel, const CompileOptions& options) const {
   const std::vector<std::string> list = option_list(options);
-  const std::string key = KernelCache::key(kernel.source, options.arch, list, "nvrtc " + version());
+  // A header's change changes every key (the headers are part of what each compile reads).
+  std::string text(kernel.source);
+  for (const KernelSource& header : embedded_kernel_headers()) {
+    text += "\n// header ";
+    text += header.name;
+    text += "\n";
+    text += header.source;
+  }
+  const std::string key = KernelCache::key(text, options.arch, list, "nvrtc " + version());
   return cache.get_or_build(key, [&] { return compile(kernel, options); });
 }
 

@@ -13,6 +13,7 @@ elapsed() { python3 -c "import sys,time; print(f'{time.time()-float(sys.argv[1])
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 gpu_e2e_init() {
+  script=$1  # named in skip messages
   if ! nvidia-smi -L >/dev/null 2>&1; then
     echo "$1: no NVIDIA GPU visible; skipped"
     exit 77
@@ -46,4 +47,49 @@ stop_server() {
   server=
   grep -q "While serving: 0 kernels compiled, 0 GEMM shapes tuned" "$HOME/run.log" ||
     { cat "$HOME/run.log"; fail "serving compiled or tuned"; }
+}
+
+# fp8_checkpoint CARRIED FIXTURE LAYOUT: sets `checkpoint` to the FP8 checkpoint scripts/gpu-carry
+# wrote at CARRIED, or writes one with node from tests/data/models/FIXTURE in LAYOUT
+# (tests/e2e/lib/fp8_checkpoint.mjs); skips (status 77) where neither can be had.
+fp8_checkpoint() {
+  local carried=$1 fixture=$2 layout=$3
+  checkpoint=$carried
+  if [[ -f $checkpoint/config.json ]]; then return; fi
+  if ! command -v node >/dev/null; then
+    echo "$script: no FP8 checkpoint at $checkpoint and no node to write one; skipped"
+    exit 77
+  fi
+  checkpoint=$HOME/$(basename "$carried")
+  node tests/e2e/lib/fp8_checkpoint.mjs "tests/data/models/$fixture" "$checkpoint" "$HOME/bf16" "$layout"
+  cp assets/demo-model/tokenizer.json assets/demo-model/tokenizer_config.json "$checkpoint/"
+}
+
+# export_and_inspect CHECKPOINT: exports it for GPU 0, sets `entry`, writes $HOME/inspect.json.
+export_and_inspect() {
+  "$BIN/ignition" export "$1" --gpus 0 >"$HOME/entry" 2>"$HOME/export.log" || { cat "$HOME/export.log"; fail "export"; }
+  cat "$HOME/export.log"
+  entry=$(cat "$HOME/entry")
+  "$BIN/flare" inspect "$entry" --all --json >"$HOME/inspect.json" || fail "inspect"
+}
+
+# greedy_completions_agree: on the running server, a greedy completion of a token-id prompt, the
+# same prompt beside another in one request, and the first again, which must answer the same.
+greedy_completions_agree() {
+  local model first again batch
+  model=$(curl -sf "http://127.0.0.1:$port/v1/models" | json 'd["data"][0]["id"]') || fail "models request"
+  complete() {
+    curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
+      -d "{\"model\": \"$model\", \"prompt\": [$1], \"max_tokens\": 24, \"temperature\": 0}"
+  }
+  first=$(complete "5, 17, 42, 99, 3, 250, 7") || fail "completion request"
+  echo "$first" | json 'd["choices"][0]["text"]'
+  [[ $(echo "$first" | json 'd["usage"]["completion_tokens"]') -ge 1 ]] || fail "no tokens generated"
+  batch=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
+    -d "{\"model\": \"$model\", \"prompt\": [[5, 17, 42, 99, 3, 250, 7], [1, 2, 3]], \"max_tokens\": 24, \"temperature\": 0}") ||
+    fail "batched completion request"
+  again=$(complete "5, 17, 42, 99, 3, 250, 7") || fail "second completion request"
+  [[ $(echo "$first" | json 'd["choices"][0]["text"]') == $(echo "$again" | json 'd["choices"][0]["text"]') ]] ||
+    fail "the same greedy request answered differently"
+  echo "$batch" | json '[c["text"] for c in d["choices"]]'
 }

@@ -13,6 +13,7 @@
 #include "model/architecture.h"
 #include "model/spec.h"
 #include "package/safetensors.h"
+#include "../../support/prefix_cut_prompts.h"
 
 namespace flare::engine {
 namespace {
@@ -110,22 +111,11 @@ void expect_partial_hits_match_transformers(const std::filesystem::path& dir, co
   for (std::int32_t offset = 0; offset < options.page_size_tokens; ++offset) {
     auto runner = ModelStepRunner::load(std::make_unique<helios::cpu::CpuBackend>(2), dir, options, helios::DType::f32);
     LocalEngine engine(options, std::move(runner));
+    std::vector<std::vector<std::int32_t>> prompts;
+    for (int i = 0; i < 4; ++i) prompts.push_back(values<std::int32_t>(*ref, "prompt." + std::to_string(i)));
     std::vector<std::int32_t> cuts;
-    for (int i = 0; i < 4; ++i) {
-      const auto prompt = values<std::int32_t>(*ref, "prompt." + std::to_string(i));
-      cuts.push_back(std::min(options.page_size_tokens + offset, std::int32_t(prompt.size()) - 1));
-      if (cuts.back() < options.page_size_tokens) {  // a one-token prompt: no checkpoint, no hit
-        cuts.back() = 0;
-        continue;
-      }
-      GenerationRequest request;
-      request.prompt_token_ids.assign(prompt.begin(), prompt.begin() + cuts.back());
-      request.max_tokens = 1;
-      request.sampling.temperature = 0.0f;
-      auto sink = std::make_shared<Sink>();
-      ASSERT_FALSE(engine.submit(request, sink).rejected);
-      ASSERT_EQ(sink->done.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
-    }
+    testing_support::serve_cut_prompts(engine, prompts, options.page_size_tokens, offset, cuts);
+    if (::testing::Test::HasFatalFailure()) return;
     std::vector<std::shared_ptr<Sink>> sinks;
     for (int i = 0; i < 4; ++i) {
       GenerationRequest request;

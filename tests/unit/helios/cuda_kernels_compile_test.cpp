@@ -49,6 +49,14 @@ TEST(CudaKernels, EmbeddedSourcesAreComplete) {
                                             "stream_gemm", "swiglu"}));
   EXPECT_EQ(embedded_kernel("rotary").name, "rotary");
   EXPECT_THROW(embedded_kernel("no_such_kernel"), Error);
+  // Headers are not modules: named with their extension, included by the modules that use them.
+  std::vector<std::string> headers;
+  for (const KernelSource& h : embedded_kernel_headers()) {
+    headers.emplace_back(h.name);
+    EXPECT_EQ(h.source.find("extern \"C\" __global__"), std::string_view::npos) << h.name;
+  }
+  EXPECT_EQ(headers, (std::vector<std::string>{"moe_weight_formats.cuh"}));
+  EXPECT_NE(embedded_kernel("moe_experts").source.find("#include \"moe_weight_formats.cuh\""), std::string_view::npos);
 }
 
 class CudaKernelsPerArch : public testing::TestWithParam<std::string> {};
